@@ -1,0 +1,207 @@
+"""Logits -> typed answers: temperatures, softmax, confidence, abstention, 4-decimal result dicts."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .questions import QTYPES, QTYPE_NAMES, Question
+
+TEMP_MIN = 0.5
+TEMP_MAX = 5.0
+ROUND = 4
+BUCKET_SIZES = ("2", "3-5", "6-10", "11+")
+BUCKETS = tuple(f"{t}:{s}" for t in QTYPES for s in BUCKET_SIZES)
+
+
+def temp_bucket(qtype: int | str, k: int) -> str:
+    name = QTYPE_NAMES[qtype] if isinstance(qtype, int) else qtype
+    size = "2" if k <= 2 else "3-5" if k <= 5 else "6-10" if k <= 10 else "11+"
+    return f"{name}:{size}"
+
+
+def clamp_temperature(t: Any, lo: float = TEMP_MIN, hi: float = TEMP_MAX) -> float:
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+        return 1.0
+    return float(min(hi, max(lo, t)))
+
+
+def _replaced(name: str, raw: Any, applied: float) -> str | None:
+    if isinstance(raw, bool) or applied != raw:
+        return f"{name}={raw!r} -> {applied:g}"
+    return None
+
+
+def clamp_temperatures(raw_list: Any, raw_map: Any, source: str = "checkpoint",
+                       prefix: str = "laya") -> tuple[list[float], dict[str, float]]:
+    """Clamped copies of a temperature list and bucket map; ONE RuntimeWarning lists every replacement."""
+    if not isinstance(raw_list, (list, tuple)) or len(raw_list) != 3:
+        raise ValueError(f"temperature must be a list of 3 floats (choice, score, noul), got {raw_list!r}")
+    if not isinstance(raw_map, dict):
+        raise ValueError(f"temperature_by_options must be a dict {{bucket: float}}, got {raw_map!r}")
+    temps = [clamp_temperature(t) for t in raw_list]
+    by_options = {str(k): clamp_temperature(v) for k, v in raw_map.items()}
+    notes = [_replaced(f"temperature[{i}]", r, a) for i, (r, a) in enumerate(zip(raw_list, temps))]
+    notes += [_replaced(str(k), v, by_options[str(k)]) for k, v in raw_map.items()]
+    notes = [n for n in notes if n]
+    if notes:
+        warnings.warn(
+            f"{prefix}: the {source} ships invalid or out-of-range temperatures (allowed range "
+            f"[{TEMP_MIN:g}, {TEMP_MAX:g}]); replaced {', '.join(notes)}. Treat confidences from the "
+            "affected buckets as uncalibrated.", RuntimeWarning, stacklevel=3)
+    return temps, by_options
+
+
+def resolve_lang_temperatures(lang_temperatures: Any, base: list[float],
+                              prefix: str = "laya") -> dict[str, tuple[list[float], dict[str, float]]]:
+    """{primary subtag: (temperature list, bucket map)}; None entries inherit the checkpoint list."""
+    if lang_temperatures is None:
+        return {}
+    if not isinstance(lang_temperatures, dict):
+        raise ValueError("lang_temperatures must be a dict {lang: {'temperature': [3 floats], "
+                         "'temperature_by_options': {...}}}")
+    out = {}
+    for lang, entry in lang_temperatures.items():
+        if not isinstance(lang, str) or not lang.strip():
+            raise ValueError(f"lang_temperatures key {lang!r} must be a language code such as 'de'")
+        entry = {} if entry is None else entry
+        if not isinstance(entry, dict):
+            raise ValueError(f"lang_temperatures[{lang!r}] must be a dict with 'temperature' and/or "
+                             "'temperature_by_options'")
+        temps = entry.get("temperature")
+        out[primary_subtag(lang)] = clamp_temperatures(
+            list(base) if temps is None else temps, entry.get("temperature_by_options") or {},
+            source=f"lang_temperatures[{lang!r}] entry", prefix=prefix)
+    return out
+
+
+def primary_subtag(lang: str) -> str:
+    return lang.strip().split("-")[0].split("_")[0].lower()
+
+
+def confidence_from_probs(p: np.ndarray, k: int) -> float:
+    """1 - H(p)/ln k clipped to [0, 1]; 1.0 for fewer than two options."""
+    if k < 2:
+        return 1.0
+    q = np.clip(np.asarray(p, dtype=np.float64)[:k], 1e-12, 1.0)
+    return float(np.clip(1.0 - float(-(q * np.log(q)).sum()) / math.log(k), 0.0, 1.0))
+
+
+def answer_confidence(p: np.ndarray, k: int) -> float:
+    if k < 1:
+        return 1.0
+    return float(np.clip(np.max(np.asarray(p)[:k]), 0.0, 1.0))
+
+
+def apply_binning_map(conf: float, bucket: str, binning_map: dict | None) -> float:
+    entry = (binning_map or {}).get(bucket)
+    if not entry:
+        return conf
+    bins = int(entry["bins"])
+    index = min(bins - 1, max(0, int(conf * bins)))
+    return float(entry["values"][index])
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    z = np.asarray(z, dtype=np.float64)
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+@dataclass
+class Calibration:
+    """The temperatures and optional binning a decode uses."""
+
+    temperature: list[float]
+    temperature_by_options: dict[str, float]
+    lang_temperatures: dict[str, tuple[list[float], dict[str, float]]]
+    binning_map: dict | None = None
+
+    def temperature_for(self, qtype: int, k: int, lang: str | None) -> tuple[float, bool]:
+        """(T, whether a language table was used)."""
+        bucket = temp_bucket(qtype, k)
+        if lang:
+            table = self.lang_temperatures.get(primary_subtag(lang))
+            if table is not None:
+                return table[1].get(bucket, table[0][qtype]), True
+        return self.temperature_by_options.get(bucket, self.temperature[qtype]), False
+
+
+def decode_answer(q: Question, logits_row: np.ndarray, act_prob: float, cal: Calibration,
+                  lang: str | None = None) -> dict:
+    """One answer dict from this question's row of logits (slot order) and act probability."""
+    k = q.k
+    t, lang_used = cal.temperature_for(q.qtype_id, k, lang)
+    p_slots = softmax(np.asarray(logits_row[:k], dtype=np.float64) / t)
+    if q.option_order is not None:
+        p = np.empty(k)
+        p[list(q.option_order)] = p_slots  # slot s held option order[s]
+    else:
+        p = p_slots
+    conf = confidence_from_probs(p, k)
+    ans_conf = answer_confidence(p, k)
+    if cal.binning_map and not lang_used:
+        ans_conf = apply_binning_map(ans_conf, temp_bucket(q.qtype_id, k), cal.binning_map)
+    action = {"act_probability": round(float(act_prob), ROUND)}
+    if q.qtype == "choice":
+        best = int(np.argmax(p))
+        return {"type": "choice", "choice": q.labels[best],
+                "probabilities": {label: round(float(v), ROUND) for label, v in zip(q.labels, p)},
+                "confidence": round(conf, ROUND), "answer_confidence": round(ans_conf, ROUND), "action": action}
+    if q.qtype == "score":
+        expected = float(np.dot(np.arange(k), p))
+        return {"type": "score", "score": round(expected, ROUND),
+                "legend": {str(i): text for i, text in enumerate(q.legend)},
+                "probabilities": {str(i): round(float(v), ROUND) for i, v in enumerate(p)},
+                "confidence": round(conf, ROUND), "answer_confidence": round(ans_conf, ROUND), "action": action}
+    p_true = float(p[1])
+    return {"type": "noul", "noul": round(p_true, ROUND), "confidence": round(max(p_true, 1.0 - p_true), ROUND),
+            "answer_confidence": round(ans_conf, ROUND), "action": action}
+
+
+def check_min_confidence(value: Any) -> float | dict | None:
+    """Validate a `min_confidence` float in [0, 1] or a bucket map (keys: the 12 buckets + 'default')."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        out = {}
+        for key, threshold in value.items():
+            if key != "default" and key not in BUCKETS:
+                raise ValueError(f"min_confidence key {key!r} is not a bucket; use 'default' or one of "
+                                 f"{', '.join(BUCKETS)}")
+            out[key] = _threshold(threshold, f"min_confidence[{key!r}]")
+        return out
+    return _threshold(value, "min_confidence")
+
+
+def _threshold(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}")
+    return float(value)
+
+
+def answer_bucket(answer: dict) -> str:
+    k = 2 if answer["type"] == "noul" else len(answer.get("probabilities", {}))
+    return temp_bucket(answer["type"], k)
+
+
+def apply_min_confidence(answer: dict, min_confidence: float | dict) -> None:
+    """Add the abstention fields to one answer, in place."""
+    if isinstance(min_confidence, dict):
+        threshold = min_confidence.get(answer_bucket(answer), min_confidence.get("default", 0.0))
+    else:
+        threshold = min_confidence
+    conf = answer.get("answer_confidence", answer.get("confidence"))
+    answer["abstention_threshold"] = threshold
+    if not isinstance(conf, (int, float)) or not math.isfinite(conf):
+        answer["abstention"] = "unevaluated"
+    elif conf < threshold:
+        answer["abstention"] = "abstained"
+        answer["low_confidence"] = True
+    else:
+        answer["abstention"] = "passed"

@@ -1,0 +1,231 @@
+"""Finding, verifying and reading a checkpoint in the published laya layout.
+
+    rl_agent_config.json   decision-head + runtime config
+    model.safetensors      all weights (fp16 on disk)
+    tokenizer/             Hugging Face tokenizer files
+    encoder/               the encoder's config.json
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import warnings
+from typing import Any
+
+from .registry import CONFIG_FILE
+from .revisions import resolve_revision
+
+WEIGHTS_FILE = "model.safetensors"
+REQUIRED_CONFIG_KEYS = ("encoder", "head_layers")
+REQUIRED_PREFIXES = ("encoder.", "type_emb.", "scorer.", "act_head.")
+OPTION_LAYOUTS = ("sequential", "parallel")
+MAX_LISTED_MISMATCHES = 5
+
+
+def hub_allow_patterns(subfolder: str | None) -> list[str]:
+    prefix = f"{subfolder.strip('/')}/" if subfolder else ""
+    return [prefix + CONFIG_FILE, prefix + WEIGHTS_FILE, prefix + "tokenizer/*", prefix + "encoder/*"]
+
+
+def resolve_checkpoint_dir(model_id_or_path: str, subfolder: str | None = None, revision: str | None = None,
+                           token: str | None = None, weights: bool = True) -> tuple[str, str | None]:
+    """Local directory of the checkpoint (downloading from the Hub when needed) and its revision."""
+    arg = os.path.expanduser(str(model_id_or_path))
+    sha = None
+    if os.path.exists(arg):
+        root = arg
+    elif arg.startswith(("/", "./", "../")) or os.path.isabs(arg):
+        raise FileNotFoundError(f"Local model path not found: {model_id_or_path}")
+    else:
+        from huggingface_hub import snapshot_download
+
+        wanted = resolve_revision(arg, revision)
+        patterns = hub_allow_patterns(subfolder)
+        if not weights:
+            patterns = [p for p in patterns if not p.endswith(WEIGHTS_FILE)]
+        root = snapshot_download(arg, token=token or os.environ.get("HF_TOKEN"), allow_patterns=patterns,
+                                 revision=wanted)
+        found = re.search(r"[\\/]snapshots[\\/]([0-9a-f]{40})", root)
+        sha = found.group(1) if found else wanted
+    model_dir = os.path.join(root, subfolder) if subfolder else root
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"Subfolder {subfolder!r} not found in {root}; check the subfolder name")
+    return model_dir, sha
+
+
+def parse_digest_env() -> dict | None:
+    raw = os.environ.get("LAYA_SHA256_DIGESTS", "").strip()
+    if not raw:
+        return None
+    try:
+        digests = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"LAYA_SHA256_DIGESTS is not valid JSON ({e}); give {{relpath: sha256hex}}") from None
+    if not isinstance(digests, dict):
+        raise ValueError("LAYA_SHA256_DIGESTS must be a JSON object {relpath: sha256hex}")
+    return digests
+
+
+def file_sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify_digests(model_dir: str, expected: dict | None) -> None:
+    """Check {relative path: sha256 hex} before anything in the directory is parsed."""
+    if not expected:
+        return
+    root = os.path.realpath(model_dir)
+    for rel, want in expected.items():
+        if not isinstance(rel, str) or os.path.isabs(rel) or rel.startswith(("/", "\\")):
+            raise ValueError(f"digest path {rel!r} must be relative to the checkpoint directory")
+        path = os.path.realpath(os.path.join(root, rel))
+        if os.path.commonpath([root, path]) != root:
+            raise ValueError(f"digest path {rel!r} escapes the checkpoint directory; use a path inside it")
+        if not isinstance(want, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", want.strip()):
+            raise ValueError(f"digest for {rel!r} must be a 64-character sha256 hex string, got {want!r}")
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"file {rel!r} named in the expected digests is missing from {model_dir}")
+        got = file_sha256(path)
+        if got != want.strip().lower():
+            raise ValueError(f"sha256 mismatch for {rel!r} in {model_dir}: expected {want.strip().lower()}, "
+                             f"got {got}; refusing to load it")
+
+
+def load_config(model_dir: str) -> dict:
+    path = os.path.join(model_dir, CONFIG_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"Incompatible model: {model_dir} does not contain '{CONFIG_FILE}'. Point to a laya checkpoint "
+            "directory (rl_agent_config.json, model.safetensors, tokenizer/, encoder/) or a Hub id that has one.")
+    with open(path, encoding="utf-8") as f:
+        cfg = json.load(f)
+    missing = [k for k in REQUIRED_CONFIG_KEYS if k not in cfg]
+    if missing:
+        raise ValueError(f"Incompatible model: {path} lacks required keys {missing}")
+    layout = cfg.get("option_layout", "sequential")
+    if layout not in OPTION_LAYOUTS:
+        raise ValueError(f"option_layout {layout!r} in {path} is not supported; use 'sequential' or 'parallel'")
+    if layout == "parallel":
+        raise RuntimeError("option_layout 'parallel' is not supported by this build of laya; "
+                           "use a checkpoint with the sequential layout")
+    return cfg
+
+
+def fixed_tokenizer_config(config: dict) -> dict | None:
+    """The tokenizer_config.json that transformers 4.x and 5.x both load, or None when no fix is needed."""
+    fixed = dict(config)
+    changed = False
+    if fixed.get("tokenizer_class") in (None, "TokenizersBackend"):
+        fixed["tokenizer_class"] = "PreTrainedTokenizerFast"
+        fixed.pop("backend", None)
+        fixed.pop("is_local", None)
+        changed = True
+    extra = fixed.get("extra_special_tokens")
+    if isinstance(extra, list):
+        fixed["extra_special_tokens"] = {f"extra_{i}": t for i, t in enumerate(extra)}
+        changed = True
+    return fixed if changed else None
+
+
+def usable_tokenizer_dir(tokenizer_dir: str) -> str:
+    """A directory to load the tokenizer from; a fixed private copy when the config needs the fix-up.
+
+    The caller's files (often read-only Hub-cache symlinks) are never rewritten.
+    """
+    path = os.path.join(tokenizer_dir, "tokenizer_config.json")
+    if not os.path.isfile(path):
+        return tokenizer_dir
+    with open(path, encoding="utf-8") as f:
+        fixed = fixed_tokenizer_config(json.load(f))
+    if fixed is None:
+        return tokenizer_dir
+    stamp = f"{os.path.realpath(tokenizer_dir)}:{os.path.getmtime(path)}"
+    cache_root = os.path.join(tempfile.gettempdir(), "laya-tokenizers")
+    target = os.path.join(cache_root, hashlib.sha256(stamp.encode()).hexdigest()[:16])
+    if os.path.isfile(os.path.join(target, "tokenizer_config.json")):
+        return target
+    staging = tempfile.mkdtemp(dir=_ensure_dir(cache_root))
+    for name in os.listdir(tokenizer_dir):
+        src = os.path.join(tokenizer_dir, name)
+        if os.path.isfile(src) and name != "tokenizer_config.json":
+            shutil.copyfile(src, os.path.join(staging, name))
+    with open(os.path.join(staging, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump(fixed, f, ensure_ascii=False, indent=2)
+    try:
+        os.replace(staging, target)
+    except OSError:  # another process won the race: use its copy
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _ensure_dir(path: str) -> str:
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+_tokenizers: dict[tuple[str, float], Any] = {}
+_tokenizers_lock = threading.Lock()
+
+
+def load_tokenizer(model_dir: str, encoder_name: str) -> Any:
+    """The checkpoint's tokenizer, cached per (directory, config mtime)."""
+    from transformers import AutoTokenizer
+
+    tokenizer_dir = os.path.join(model_dir, "tokenizer")
+    if not os.path.isdir(tokenizer_dir):
+        return AutoTokenizer.from_pretrained(encoder_name)
+    config_path = os.path.join(tokenizer_dir, "tokenizer_config.json")
+    key = (os.path.realpath(tokenizer_dir), os.path.getmtime(config_path) if os.path.exists(config_path) else 0.0)
+    with _tokenizers_lock:
+        if key not in _tokenizers:
+            try:
+                source = usable_tokenizer_dir(tokenizer_dir)
+            except OSError as e:
+                warnings.warn(f"laya: could not prepare a fixed tokenizer config ({e}); loading it as is",
+                              RuntimeWarning, stacklevel=2)
+                source = tokenizer_dir
+            _tokenizers[key] = AutoTokenizer.from_pretrained(source)
+        return _tokenizers[key]
+
+
+def check_state_dict(model: Any, state: dict) -> None:
+    """Refuse a weight file that does not match the model, naming the bad keys."""
+    missing_prefixes = [p for p in REQUIRED_PREFIXES if not any(k.startswith(p) for k in state)]
+    if missing_prefixes:
+        raise ValueError(f"Incompatible checkpoint: no weights with prefixes {missing_prefixes}; "
+                         "this is not a laya DecisionModel weight file")
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    shapes = [f"{k}: checkpoint {tuple(state[k].shape)} vs model {tuple(expected[k].shape)}"
+              for k in expected if k in state and tuple(state[k].shape) != tuple(expected[k].shape)]
+    problems = []
+    for title, items in (("missing", missing), ("unexpected", unexpected), ("shape mismatch", shapes)):
+        if items:
+            shown = ", ".join(items[:MAX_LISTED_MISMATCHES])
+            more = f" (+{len(items) - MAX_LISTED_MISMATCHES} more)" if len(items) > MAX_LISTED_MISMATCHES else ""
+            problems.append(f"{len(items)} {title}: {shown}{more}")
+    if problems:
+        raise ValueError("Incompatible checkpoint: the weights do not match rl_agent_config.json and "
+                         "encoder/config.json; " + "; ".join(problems))
+
+
+def load_weights(model: Any, model_dir: str) -> None:
+    from safetensors.torch import load_file
+
+    path = os.path.join(model_dir, WEIGHTS_FILE)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Incompatible model: {model_dir} has no '{WEIGHTS_FILE}'")
+    state = load_file(path)
+    check_state_dict(model, state)
+    model.load_state_dict(state, strict=True)

@@ -1,0 +1,232 @@
+"""Question and state validation and normalisation (torch-free).
+
+A caller's question dict becomes a list of `Question` records that the sequence builder and the
+answer decoder share. Every error is a `ValueError` whose message starts `question '<id>': ` and
+says what to change, so servers can hand it back verbatim (HTTP 422).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+QTYPES = {"choice": 0, "score": 1, "noul": 2}
+QTYPE_NAMES = {v: k for k, v in QTYPES.items()}
+
+NOUL_DEFAULT_FALSE = "no, the statement does not hold"
+NOUL_DEFAULT_TRUE = "yes, the statement holds"
+
+
+@dataclass(frozen=True)
+class Question:
+    """One validated question, ready to be rendered into a token row."""
+
+    qid: Any  # the caller's key, returned unchanged in the answers
+    qtype: str
+    instructions: str  # already JSON-encoded when the caller gave a non-string
+    option_texts: tuple[str, ...]  # canonical order (caller's order; noul = [false, true])
+    labels: tuple[Any, ...]  # choice: original label objects; score: "0".."k-1"; noul: ("false", "true")
+    legend: tuple[str, ...] | None  # score only: rendered level texts
+    option_order: tuple[int, ...] | None  # slot s shows option option_order[s]
+
+    @property
+    def k(self) -> int:
+        return len(self.option_texts)
+
+    @property
+    def qtype_id(self) -> int:
+        return QTYPES[self.qtype]
+
+    def slot_texts(self) -> list[str]:
+        """Option texts in the order they appear in the sequence."""
+        if self.option_order is None:
+            return list(self.option_texts)
+        return [self.option_texts[i] for i in self.option_order]
+
+
+def render_criterion(value: Any) -> str:
+    """Strings verbatim; anything else as one-line JSON (the published rendering)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+def render_options(qtype: str, criteria: Any, labels: dict | None = None) -> list[str]:
+    """Option texts of a question in canonical order (validated input expected)."""
+    if qtype == "choice":
+        return [str(label) if desc is None or desc == "" else f"{label}: {render_criterion(desc)}"
+                for label, desc in criteria.items()]
+    if qtype == "score":
+        return [f"level {i}: {render_criterion(level)}" for i, level in enumerate(criteria)]
+    criteria = criteria or {}
+    names = labels or {"false": "false", "true": "true"}
+    false_text = criteria.get("false") or NOUL_DEFAULT_FALSE
+    true_text = criteria.get("true") or NOUL_DEFAULT_TRUE
+    return [f"{names['false']}: {render_criterion(false_text)}",
+            f"{names['true']}: {render_criterion(true_text)}"]
+
+
+def render_state(state: Any) -> str:
+    """The text a state contributes: strings verbatim, dicts and lists as JSON."""
+    if state is None:
+        raise TypeError("state is None; pass a string, a JSON object (dict) or a list of turns")
+    if isinstance(state, str):
+        return state
+    if isinstance(state, (dict, list)):
+        return json.dumps(state, ensure_ascii=False)
+    raise TypeError(
+        f"state must be a str, dict or list, not {type(state).__name__}; "
+        "convert it to text or JSON-compatible data first")
+
+
+def keeps_tail(state: Any) -> bool:
+    """A list state is a conversation: truncation keeps its newest (last) tokens."""
+    return isinstance(state, list)
+
+
+def _fail(qid: Any, message: str) -> ValueError:
+    return ValueError(f"question '{qid}': {message}")
+
+
+def _check_qid(qid: Any) -> None:
+    if qid is None:
+        raise ValueError("question id None is not allowed; use a non-empty string as the key")
+    if isinstance(qid, bool) or not isinstance(qid, (str, int)):
+        raise ValueError(f"question id {qid!r} must be a non-empty string")
+    if isinstance(qid, str) and not qid.strip():
+        raise ValueError(f"question id {qid!r} is empty; use a non-empty string as the key")
+
+
+def _instructions_text(qid: Any, value: Any) -> str:
+    if value is None:
+        raise _fail(qid, "'instructions' is missing; give the question text as a string")
+    if isinstance(value, str):
+        text = value
+    elif isinstance(value, (dict, list)) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+        text = json.dumps(value, ensure_ascii=False)
+    else:
+        raise _fail(qid, f"'instructions' must be a string (or JSON data), not {type(value).__name__}")
+    if not text.strip():
+        raise _fail(qid, "'instructions' is empty; give the question text")
+    return text
+
+
+def _is_scalar_label(label: Any) -> bool:
+    return isinstance(label, (str, int, float, bool))
+
+
+def _choice_criteria(qid: Any, criteria: Any) -> dict:
+    if criteria is None:
+        raise _fail(qid, "a choice question needs 'criteria': a dict {label: description} or a list of labels")
+    if isinstance(criteria, dict):
+        items = list(criteria.items())
+    elif isinstance(criteria, (list, tuple)):
+        items = [(label, None) for label in criteria]
+    else:
+        raise _fail(qid, f"'criteria' must be a dict {{label: description}} or a list of labels, "
+                         f"not {type(criteria).__name__}")
+    if not items:
+        raise _fail(qid, "'criteria' has no options; give at least one label")
+    out: dict = {}
+    for label, desc in items:
+        if label is None:
+            raise _fail(qid, "option label None is not allowed; use a string label")
+        try:
+            hash(label)
+        except TypeError:
+            raise _fail(qid, f"option label {label!r} is not hashable; use a string label") from None
+        if not _is_scalar_label(label):
+            raise _fail(qid, f"option label {label!r} must be a string, number or bool")
+        if isinstance(label, float) and not math.isfinite(label):
+            raise _fail(qid, f"option label {label!r} is not a finite number; use a string label")
+        if label in out:
+            raise _fail(qid, f"option label {label!r} appears more than once (1, 1.0 and True count as equal); "
+                             "make the labels distinct")
+        out[label] = desc
+    return out
+
+
+def _score_levels(qid: Any, criteria: Any) -> list:
+    if not isinstance(criteria, (list, tuple)) or not criteria:
+        raise _fail(qid, "a score question needs 'criteria': a non-empty list of level descriptions, level 0 first")
+    for i, level in enumerate(criteria):
+        if level is None:
+            raise _fail(qid, f"score level {i} is None; describe every level")
+    return list(criteria)
+
+
+def _noul_criteria(qid: Any, criteria: Any) -> dict | None:
+    if criteria is None:
+        return None
+    if not isinstance(criteria, dict):
+        raise _fail(qid, f"noul 'criteria' must be a dict with keys 'true'/'false', not {type(criteria).__name__}")
+    out = {}
+    for key, value in criteria.items():
+        name = str(key).lower() if isinstance(key, bool) else key
+        if name not in ("true", "false"):
+            raise _fail(qid, f"noul 'criteria' key {key!r} is not allowed; use only 'true' and 'false'")
+        out[name] = value
+    return out
+
+
+def _noul_labels(qid: Any, qtype: str, labels: Any) -> dict | None:
+    if labels is None:
+        return None
+    if qtype != "noul":
+        raise _fail(qid, f"'labels' is only for noul questions, not {qtype}; remove it")
+    if not isinstance(labels, dict) or set(labels) != {"false", "true"}:
+        raise _fail(qid, "'labels' must be a dict with exactly the keys 'false' and 'true'")
+    for key in ("false", "true"):
+        if not isinstance(labels[key], str) or not labels[key].strip():
+            raise _fail(qid, f"'labels'['{key}'] must be a non-empty string")
+    if labels["false"].strip() == labels["true"].strip():
+        raise _fail(qid, "'labels' for 'false' and 'true' must differ")
+    return {"false": labels["false"], "true": labels["true"]}
+
+
+def _option_order(qid: Any, order: Any, k: int) -> tuple[int, ...] | None:
+    if order is None:
+        return None
+    if not isinstance(order, (list, tuple)) or any(isinstance(i, bool) or not isinstance(i, int) for i in order):
+        raise _fail(qid, f"'option_order' must be a list of option indices, got {order!r}")
+    if sorted(order) != list(range(k)):
+        raise _fail(qid, f"'option_order' {list(order)!r} must be a permutation of 0..{k - 1}")
+    return tuple(order)
+
+
+def check_question(qid: Any, definition: Any) -> Question:
+    """Validate one question definition and return its normalised record."""
+    _check_qid(qid)
+    if not isinstance(definition, dict):
+        raise _fail(qid, f"the definition must be a dict with 'type' and 'instructions', "
+                         f"not {type(definition).__name__}")
+    qtype = definition.get("type")
+    if qtype not in QTYPES:
+        raise _fail(qid, f"'type' is {qtype!r}; use one of 'choice', 'score', 'noul'")
+    instructions = _instructions_text(qid, definition.get("instructions"))
+    criteria = definition.get("criteria")
+    labels = _noul_labels(qid, qtype, definition.get("labels"))
+    if qtype == "choice":
+        criteria = _choice_criteria(qid, criteria)
+        option_labels = tuple(criteria)
+        legend = None
+    elif qtype == "score":
+        criteria = _score_levels(qid, criteria)
+        option_labels = tuple(str(i) for i in range(len(criteria)))
+        legend = tuple(render_criterion(level) for level in criteria)
+    else:
+        criteria = _noul_criteria(qid, criteria)
+        option_labels = ("false", "true")
+        legend = None
+    texts = tuple(render_options(qtype, criteria, labels))
+    order = _option_order(qid, definition.get("option_order"), len(texts))
+    return Question(qid, qtype, instructions, texts, option_labels, legend, order)
+
+
+def check_questions(questions: Any) -> list[Question]:
+    """Validate a question dict; insertion order is row order and answer order."""
+    if not isinstance(questions, dict):
+        raise TypeError(f"questions must be a dict {{question_id: definition}}, not {type(questions).__name__}")
+    return [check_question(qid, definition) for qid, definition in questions.items()]
