@@ -38,12 +38,32 @@ def question_cache() -> Iterator[None]:
         _head_cache.reset(token)
 
 
+_plain_backends: dict[int, Any] = {}
+
+
+def _plain_backend(tok: Any) -> Any:
+    """The tokenizer's Rust backend without the padding/truncation its tokenizer.json may carry.
+
+    transformers switches those off for each `tok(text)` call; a bare `backend.encode` would apply them
+    (e.g. pad every text to 128 tokens), so a private copy with both disabled is cached per tokenizer.
+    """
+    plain = _plain_backends.get(id(tok))
+    if plain is None or plain[0] is not tok:
+        from tokenizers import Tokenizer
+
+        backend = Tokenizer.from_str(tok.backend_tokenizer.to_str())
+        backend.no_padding()
+        backend.no_truncation()
+        plain = _plain_backends[id(tok)] = (tok, backend)
+    return plain[1]
+
+
 def encode(tok: Any, text: str) -> list[int]:
-    """Token ids of `text` without special tokens (the Rust backend when there is one: same ids, less overhead)."""
-    backend = getattr(tok, "backend_tokenizer", None)
+    """Token ids of `text` without special tokens: the same ids as `tok(text, add_special_tokens=False)`,
+    from the Rust backend directly when there is one (less per-call overhead)."""
     with TOKENIZER_LOCK:
-        if backend is not None:
-            return backend.encode(text, add_special_tokens=False).ids
+        if getattr(tok, "backend_tokenizer", None) is not None:
+            return _plain_backend(tok).encode(text, add_special_tokens=False).ids
         return tok(text, add_special_tokens=False)["input_ids"]
 
 

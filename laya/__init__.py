@@ -1,0 +1,43 @@
+"""laya: typed decisions (choice, score, yes/no) about a text state in one encoder forward pass.
+
+`import laya` stays torch-free: the torch-backed names below resolve on first access.
+"""
+
+import os
+
+# Before anything can import transformers: a broken TensorFlow install would crash it natively.
+os.environ.setdefault("USE_TF", "0")
+
+__version__ = "0.4.15"
+
+from .presets import (email_questions, guard_questions, moderation_questions, router_questions,  # noqa: E402
+                      triage_questions)
+from .questions import QTYPE_NAMES, QTYPES, render_options  # noqa: E402
+from .registry import DEFAULT_MODELS  # noqa: E402
+from .hooks import HookRegistry, PredictContext  # noqa: E402
+
+_LAZY = {
+    "PINNED_REVISIONS": "laya.revisions",
+    "Agent": "laya.agent",
+    "RLAgent": "laya.agent",
+    "load": "laya.agent",
+    "answer_confidence": "laya.answers",
+    "confidence_from_probs": "laya.answers",
+    "apply_binning_map": "laya.answers",
+    "check_min_confidence": "laya.answers",
+}
+
+__all__ = ["__version__", "QTYPES", "QTYPE_NAMES", "render_options", "DEFAULT_MODELS", "HookRegistry",
+           "PredictContext", "email_questions", "guard_questions", "moderation_questions", "router_questions",
+           "triage_questions", "hooks", "presets", *_LAZY]
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'laya' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later accesses skip this function
+    return value

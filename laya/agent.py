@@ -1,0 +1,417 @@
+"""Agent: load a laya checkpoint and answer typed questions about states in one forward pass."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import threading
+import time
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import hooks as hooks_mod
+from .answers import Calibration, apply_min_confidence, check_min_confidence, clamp_temperatures, decode_answer, \
+    resolve_lang_temperatures
+from .calibration import read_calibration, write_calibration, TEMPERATURE_KEYS
+from .checkpoint import load_config, load_tokenizer, load_weights, parse_digest_env, resolve_checkpoint_dir, \
+    verify_digests
+from .device import Precision, precision_policy, resolve_device
+from .gate import ReadWriteGate
+from .hooks import HookRegistry, PredictContext
+from .model import build_model
+from .questions import Question, check_questions, keeps_tail, render_state
+from .registry import BUNDLE_REPO, looks_local, resolve_model_spec
+from .sequence import DEFAULT_HEAD_MAX_LEN, Batch, Row, build_row, collate, encode, question_cache, scrub_mask
+
+MODEL_NAME = "laya-rl-agent"
+DEFAULT_MAX_LEN = 512
+OOM_MESSAGE = "GPU memory exceeded during inference. Retrying this request on CPU..."
+EAGER_NAMES = ("eager", "torch", "auto")
+# One OOM fallback at a time across agents: each moves a whole model between devices.
+_FALLBACK_LOCK = threading.Lock()
+
+
+def inductor_cache_dir() -> str:
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "laya", "torchinductor")
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def is_oom(error: BaseException, device: torch.device) -> bool:
+    if device.type == "cpu":
+        return False
+    return isinstance(error, torch.cuda.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and "memory" in str(error))
+
+
+class Agent(HookRegistry):
+    WARMUP_SHAPES = ((1, 64, 3), (4, 128, 5))
+
+    def __init__(self, model_id_or_path: str = BUNDLE_REPO, device: Any = None, token: str | None = None,
+                 subfolder: str | None = None, fast: bool = False, compile: bool = False,
+                 revision: str | None = None, expected_sha256: dict | None = None, lang_temperatures: dict | None = None,
+                 hooks: Any = None, on_predict_start: Any = None, on_predict_end: Any = None,
+                 hooks_raise: bool = True, hooks_concurrent: bool = True, hooks_timeout: float | None = None,
+                 calibration: str | None = None, backend: str | None = None, compile_warmup: bool = True,
+                 compile_cache: bool = False, compile_mode: str = "default"):
+        if backend is not None:
+            backend = str(backend).strip().lower().replace("_", "-")
+            if backend == "onnx":
+                raise ValueError("backend='onnx' is a separate agent class; use laya.load(..., backend='onnx') "
+                                 "or ONNXAgent")
+            fast = compile = False
+        if compile and not fast and compile_cache:
+            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())
+            os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
+        self.hooks = hooks_mod.with_callables(hooks_mod.as_hooks(hooks), on_predict_start, on_predict_end)
+        self.hooks_raise = hooks_raise
+        self.hooks_concurrent = hooks_concurrent
+        self.hooks_timeout = hooks_timeout
+        self._hooks_lock = None if hooks_concurrent else threading.RLock()
+
+        self.model_id_or_path = model_id_or_path
+        self.model_id = str(model_id_or_path)
+        self.subfolder = subfolder
+        model_dir, self.revision = resolve_checkpoint_dir(model_id_or_path, subfolder, revision, token)
+        self.model_dir = model_dir
+        verify_digests(model_dir, expected_sha256 if expected_sha256 is not None else parse_digest_env())
+        self.cfg = load_config(model_dir)  # the tokenizer fix-up happens on a private copy at tokenizer load
+        self.parallel_options = False
+        if not os.path.isfile(os.path.join(model_dir, "model.safetensors")):
+            raise FileNotFoundError(f"Incompatible model: {model_dir} has no 'model.safetensors'")
+        self.device = resolve_device(device)
+        self.tok = load_tokenizer(model_dir, self.cfg["encoder"])
+        encoder_dir = os.path.join(model_dir, "encoder")
+        self.model = build_model(self.cfg, encoder_dir if os.path.isdir(encoder_dir) else None, pretrained=False)
+        load_weights(self.model, model_dir)
+        self.model.encoder.config.reference_compile = bool(compile)
+        self._compiled = False
+        if compile and not fast:
+            if compile_mode not in ("default", "reduce-overhead"):
+                raise ValueError(f"compile_mode {compile_mode!r} is not supported; use 'default' or 'reduce-overhead'")
+            kwargs = {"mode": compile_mode} if compile_mode != "default" else {}
+            self.model = torch.compile(self.model, dynamic=True, **kwargs)
+            self._compiled = True
+
+        self.temperature_raw = self.cfg.get("temperature", [1.0, 1.0, 1.0])
+        self.temperature_by_options_raw = self.cfg.get("temperature_by_options", {})
+        self.temperature, self.temperature_by_options = clamp_temperatures(
+            self.temperature_raw, self.temperature_by_options_raw)
+        self.binning_map = None
+        self.lang_temperatures = resolve_lang_temperatures(lang_temperatures, self.temperature)
+        if calibration is not None:
+            self.load_calibration(calibration)
+
+        self.precision = precision_policy(self.device, self.cfg)
+        self.cpu_fallback_count = 0
+        self.last_fallback_reason: str | None = None
+        self._gate = ReadWriteGate()
+        self._backend_name = "eager"
+        self._place_model()
+        if backend is not None and backend not in EAGER_NAMES:
+            warnings.warn(f"laya: backend {backend!r} is unavailable (this build ships the eager forward "
+                          "only); using the eager forward instead.", RuntimeWarning, stacklevel=2)
+        elif fast:
+            warnings.warn("laya: the TileLang fast path is unavailable in this build; using the eager forward "
+                          "instead.", RuntimeWarning, stacklevel=2)
+        if self._compiled and compile_warmup:
+            try:
+                self.warmup()
+            except Exception as e:  # noqa: BLE001 - the compiled model stays; later calls may still raise
+                warnings.warn(f"laya: compile warm-up failed ({type(e).__name__}: {e}); keeping the compiled "
+                              "model", RuntimeWarning, stacklevel=2)
+
+    # ---- placement and precision -------------------------------------------------------------
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.precision.dtype
+
+    @property
+    def amp_enabled(self) -> bool:
+        return self.precision.amp_enabled
+
+    @property
+    def mps_amp_min_rows(self) -> int:
+        return self.precision.mps_amp_min_rows
+
+    def dtype_for(self, rows: int) -> torch.dtype:
+        return self.precision.dtype_for(self.device, rows)
+
+    def _place_model(self) -> None:
+        """Move the fp32 model to the device; a GPU that cannot hold it leaves the agent on the CPU."""
+        try:
+            self.model.to(self.device).eval()
+        except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+            if self.device.type == "cpu":
+                raise
+            wanted = self.device
+            self.model.to("cpu").eval()
+            self.device, self.precision = torch.device("cpu"), Precision(torch.float32, False)
+            warnings.warn(
+                f"laya: could not place the model on {wanted} ({type(e).__name__}: {e}).\n"
+                "Running on CPU in float32 without mixed precision; expect roughly 10-15x slower inference.\n"
+                "On new GPUs (e.g. Blackwell) install torch >= 2.6 built for your CUDA version.",
+                RuntimeWarning, stacklevel=3)
+
+    def _relocate(self, device: torch.device, precision: Precision) -> None:
+        """Move the model (and its forward) to `device` with `precision` (OOM fallback and its return)."""
+        self.model.to(device).eval()
+        self.device, self.precision = device, precision
+
+    @property
+    def backend(self) -> str:
+        return "compile" if self._compiled else self._backend_name
+
+    # ---- inference -----------------------------------------------------------------------------
+
+    def _run_forward(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        """The one forward the agent calls: (logits [N, K] fp32, act probabilities [N, n_act]) on the host.
+
+        Backends replace `self.model.forward`; this method stays the same.
+        """
+        rows = batch.input_ids.shape[0]
+        dtype = self.dtype_for(rows)
+        tensors = [t.to(self.device, non_blocking=True) for t in batch.tensors()]
+        with torch.no_grad():
+            # Autocast is never entered when off: entering it on some devices raises even if disabled.
+            scope = torch.autocast(self.device.type, dtype=dtype) if dtype != torch.float32 \
+                else contextlib.nullcontext()
+            with scope:
+                logits, act_logits = self.model(*tensors)
+            act = torch.softmax(act_logits.float(), dim=-1)
+        return logits.float().cpu().numpy(), act.cpu().numpy()
+
+    def _infer(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            with self._gate.reading():
+                return self._run_forward(batch)
+        except Exception as e:
+            if not is_oom(e, self.device):
+                raise
+            error = e
+        return self._retry_on_cpu(batch, error)
+
+    def _retry_on_cpu(self, batch: Batch, error: BaseException) -> tuple[np.ndarray, np.ndarray]:
+        warnings.warn(OOM_MESSAGE, RuntimeWarning, stacklevel=3)
+        with self._gate.writing(), _FALLBACK_LOCK:
+            self.cpu_fallback_count += 1
+            self.last_fallback_reason = f"{type(error).__name__}: {error}"
+            home, precision = self.device, self.precision
+            self._relocate(torch.device("cpu"), Precision(torch.float32, False))
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            try:
+                return self._run_forward(batch)
+            finally:
+                try:
+                    self._relocate(home, precision)
+                except Exception as e:  # noqa: BLE001 - the agent keeps working, on the CPU
+                    warnings.warn(f"laya: could not move the model back to {home} after the CPU retry "
+                                  f"({type(e).__name__}: {e}); this agent stays on the CPU", RuntimeWarning,
+                                  stacklevel=3)
+
+    def warmup(self, shapes: Any = None) -> float:
+        """Run synthetic batches (rows, tokens, markers) through the forward; returns seconds taken."""
+        start = time.perf_counter()
+        cap = int(self.cfg.get("max_len", DEFAULT_MAX_LEN))
+        for rows, tokens, markers in shapes or self.WARMUP_SHAPES:
+            length = max(min(tokens, cap), markers + 2)
+            ids = torch.full((rows, length), self.tok.cls_token_id, dtype=torch.long)
+            pos = torch.arange(1, markers + 1).repeat(rows, 1)
+            batch = Batch(ids, torch.ones_like(ids), pos, torch.ones_like(pos, dtype=torch.bool),
+                          torch.zeros(rows, dtype=torch.long), [])
+            self._infer(batch)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - start
+
+    # ---- the public predict API ------------------------------------------------------------------
+
+    def predict(self, state: Any, questions: dict, lang: str | None = None, hooks: Any = None,
+                on_predict_start: Any = None, on_predict_end: Any = None, hooks_raise: bool | None = None,
+                hooks_timeout: float | None = None, max_len: int | None = None, head_max_len: int | None = None,
+                min_confidence: Any = None) -> dict:
+        if state is None:
+            raise TypeError("state must be a str, dict or list, got None")
+        return self.predict_batch([state], questions, lang=lang, hooks=hooks, on_predict_start=on_predict_start,
+                                  on_predict_end=on_predict_end, hooks_raise=hooks_raise,
+                                  hooks_timeout=hooks_timeout, max_len=max_len, head_max_len=head_max_len,
+                                  min_confidence=min_confidence)[0]
+
+    system_one = predict
+
+    def predict_batch(self, states: Any, questions: dict, batch_size: int | None = None, lang: str | None = None,
+                      hooks: Any = None, on_predict_start: Any = None, on_predict_end: Any = None,
+                      hooks_raise: bool | None = None, hooks_timeout: float | None = None,
+                      max_len: int | None = None, head_max_len: int | None = None, sort_by_length: bool = False,
+                      min_confidence: Any = None) -> list[dict]:
+        if isinstance(states, (str, bytes, dict)) or not hasattr(states, "__iter__"):
+            raise TypeError(f"states must be a list of states, got {type(states).__name__}; "
+                            "use predict() for a single state")
+        states = list(states)
+        if not isinstance(questions, dict):
+            raise TypeError(f"questions must be a dict {{id: definition}}, got {type(questions).__name__}")
+        if batch_size is not None:
+            _positive_int(batch_size, "batch_size")
+        if lang is not None and not isinstance(lang, str):
+            raise TypeError(f"lang must be a language code string such as 'de', got {type(lang).__name__}")
+        min_confidence = check_min_confidence(min_confidence)
+        call_hooks = [*hooks_mod.default_hooks(), *self.hooks,
+                      *hooks_mod.with_callables(hooks_mod.as_hooks(hooks), on_predict_start, on_predict_end)]
+        raise_errors = self.hooks_raise if hooks_raise is None else hooks_raise
+        timeout = self.hooks_timeout if hooks_timeout is None else hooks_timeout
+        ctx = PredictContext(states=states, questions=questions, model=MODEL_NAME, agent=self,
+                             max_len=max_len, head_max_len=head_max_len)
+        hooks_mod.fire(call_hooks, "on_predict_start", ctx, raise_errors, timeout, self._hooks_lock)
+        if not ctx.skipped:
+            try:
+                ctx.results = self._answer(ctx.states, ctx.questions, batch_size, lang, ctx.max_len,
+                                           ctx.head_max_len, sort_by_length, min_confidence)
+            except Exception as e:
+                ctx.error = e
+                hooks_mod.fire(call_hooks, "on_error", ctx, False, timeout, self._hooks_lock)
+                raise
+            ctx.usage = {key: sum(r["usage"][key] for r in ctx.results) for key in ("input_tokens", "output_tokens")}
+        ctx.elapsed_ms = (time.time() - ctx.started_at) * 1000.0
+        hooks_mod.fire(call_hooks, "on_predict_end", ctx, raise_errors, timeout, self._hooks_lock)
+        return ctx.results
+
+    def _answer(self, states: list, questions: dict, batch_size: int | None, lang: str | None,
+                max_len: int | None, head_max_len: int | None, sort_by_length: bool,
+                min_confidence: Any) -> list[dict]:
+        if any(s is None for s in states):
+            raise TypeError("states must not contain None; pass a str, dict or list per state")
+        texts = [render_state(s) for s in states]
+        qs = check_questions(questions)
+        if not states:
+            return []
+        if not qs:
+            return [{"model": MODEL_NAME, "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
+                    for _ in states]
+        max_len = _positive_int(max_len if max_len is not None else int(self.cfg.get("max_len", DEFAULT_MAX_LEN)),
+                                "max_len")
+        head_max_len = _positive_int(head_max_len if head_max_len is not None
+                                     else int(self.cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN)), "head_max_len")
+        limit = getattr(self.model.encoder.config, "max_position_embeddings", None)
+        if isinstance(limit, int) and max_len > limit:
+            raise ValueError(f"max_len={max_len} exceeds the encoder's max_position_embeddings={limit}; "
+                             f"use max_len <= {limit}")
+        cal = Calibration(self.temperature, self.temperature_by_options, self.lang_temperatures, self.binning_map)
+        results: list[dict | None] = [None] * len(states)
+        n = len(states)
+        chunk = n if batch_size is None else batch_size
+        sorting = sort_by_length and batch_size is not None and 1 < batch_size < n
+        window = 8 * chunk if sorting else n
+        with question_cache():
+            for start in range(0, n, window):
+                idx = list(range(start, min(n, start + window)))
+                encoded = {i: self._rows(texts[i], keeps_tail(states[i]), qs, max_len, head_max_len) for i in idx}
+                if sorting:  # similar lengths share a batch: less padding; results go back in input order
+                    idx.sort(key=lambda i: max(len(r.ids) for r in encoded[i][1]))
+                for c in range(0, len(idx), chunk):
+                    part = idx[c:c + chunk]
+                    rows = [r for i in part for r in encoded[i][1]]
+                    logits, act = self._infer(collate(rows, self.tok.pad_token_id))
+                    for j, i in enumerate(part):
+                        offset = j * len(qs)
+                        results[i] = self._result(qs, encoded[i], logits[offset:offset + len(qs)],
+                                                  act[offset:offset + len(qs)], cal, lang, min_confidence)
+        return results  # type: ignore[return-value]
+
+    def _rows(self, text: str, keep_tail: bool, qs: list[Question], max_len: int,
+              head_max_len: int) -> tuple[int, list[Row]]:
+        state_ids = encode(self.tok, scrub_mask(self.tok, text))
+        return len(state_ids), [build_row(self.tok, q, state_ids, keep_tail, max_len, head_max_len) for q in qs]
+
+    def _result(self, qs: list[Question], encoded: tuple[int, list[Row]], logits: np.ndarray, act: np.ndarray,
+                cal: Calibration, lang: str | None, min_confidence: Any) -> dict:
+        state_tokens, rows = encoded
+        answers = {}
+        for q, row, z, a in zip(qs, rows, logits, act):
+            answer = decode_answer(q, z, float(a[0]), cal, lang)
+            if min_confidence is not None:
+                apply_min_confidence(answer, min_confidence)
+            answers[q.qid] = answer
+        dropped = max(r.state_tokens_dropped for r in rows)
+        usage = {"input_tokens": sum(len(r.ids) for r in rows), "output_tokens": 0, "state_tokens": state_tokens,
+                 "state_tokens_dropped": dropped, "truncated": dropped > 0,
+                 "truncated_questions": [q.qid for q, r in zip(qs, rows) if r.state_tokens_dropped > 0]}
+        collapsed = {q.qid: {"total": q.k, "distinct": r.head.distinct, "tokens_per_option": r.head.tokens_per_option}
+                     for q, r in zip(qs, rows) if r.head.tokens_per_option is not None or r.head.distinct < q.k}
+        if collapsed:
+            usage["options"] = collapsed
+        return {"model": MODEL_NAME, "answers": answers, "usage": usage}
+
+    # ---- calibration ----------------------------------------------------------------------------
+
+    def load_calibration(self, path: str) -> None:
+        data = read_calibration(path, str(self.model_id_or_path), self.subfolder)
+        for key, value in data.items():
+            setattr(self, key, value)
+
+    def save_calibration(self, path: str) -> None:
+        config = {k: v for k, v in self.cfg.items() if k not in TEMPERATURE_KEYS}
+        payload = {"temperature": list(self.temperature), "temperature_by_options": dict(self.temperature_by_options),
+                   "model_id_or_path": str(self.model_id_or_path), "subfolder": self.subfolder, "config": config}
+        if self.binning_map:
+            payload["binning_map"] = self.binning_map
+        write_calibration(path, payload)
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    def __enter__(self) -> "Agent":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Free the model and the accelerator memory it held."""
+        if getattr(self, "model", None) is not None:
+            del self.model
+            self.model = None
+        gc.collect()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        if hasattr(torch, "xpu") and torch.xpu.is_available():
+            torch.xpu.empty_cache()
+
+    def __repr__(self) -> str:
+        return f"Agent(model_id={self.model_id!r}, device={self.device.type})"
+
+
+RLAgent = Agent
+
+
+def load(model_id_or_path: str = BUNDLE_REPO, device: Any = None, token: str | None = None,
+         subfolder: str | None = None, fast: bool = False, compile: bool = False, revision: str | None = None,
+         expected_sha256: dict | None = None, lang_temperatures: dict | None = None, hooks: Any = None,
+         on_predict_start: Any = None, on_predict_end: Any = None, hooks_raise: bool = True,
+         hooks_concurrent: bool = True, hooks_timeout: float | None = None, calibration: str | None = None,
+         backend: str | None = None, onnx_path: str | None = None, compile_warmup: bool = True,
+         compile_cache: bool = False, compile_mode: str = "default") -> Agent:
+    """An agent for a checkpoint: a local directory, a Hub id, or a registry name (english, multilingual, ...)."""
+    if subfolder is None and not looks_local(str(model_id_or_path)):
+        spec = resolve_model_spec(str(model_id_or_path))
+        if spec is not None:
+            model_id_or_path, subfolder = spec
+    if backend is not None and str(backend).strip().lower() == "onnx":
+        raise ValueError("backend='onnx' needs the ONNX agent, which this build of laya does not include yet; "
+                         "use backend='eager'")
+    return Agent(model_id_or_path, device=device, token=token, subfolder=subfolder, fast=fast, compile=compile,
+                 revision=revision, expected_sha256=expected_sha256, lang_temperatures=lang_temperatures,
+                 hooks=hooks, on_predict_start=on_predict_start, on_predict_end=on_predict_end,
+                 hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent, hooks_timeout=hooks_timeout,
+                 calibration=calibration, backend=backend, compile_warmup=compile_warmup,
+                 compile_cache=compile_cache, compile_mode=compile_mode)

@@ -1,0 +1,102 @@
+"""Which device an agent runs on and in which precision (the autocast policy of the published library)."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+MPS_AMP_MIN_ROWS_DEFAULT = 5
+
+
+def _cpu_because(message: str) -> torch.device:
+    warnings.warn(f"laya: {message}; running on CPU", RuntimeWarning, stacklevel=4)
+    return torch.device("cpu")
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """An explicit device when it exists (else CPU with a warning); None/'auto' = CUDA, MPS, XPU, CPU."""
+    if isinstance(device, str) and device.strip().lower() == "auto":
+        device = None
+    if device is None:
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        if hasattr(torch, "xpu") and torch.xpu.is_available():
+            return torch.device("xpu")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device.strip() if isinstance(device, str) else device)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device {device!r} is not a device name; use 'cpu', 'cuda', 'cuda:0', 'mps', "
+                         f"'xpu' or 'auto' ({e})") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            return _cpu_because(f"device {device!r} was requested but CUDA is not available")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            return _cpu_because(f"device {device!r} does not exist ({torch.cuda.device_count()} CUDA devices)")
+    elif dev.type == "mps":
+        if getattr(torch.backends, "mps", None) is None or not torch.backends.mps.is_available():
+            return _cpu_because(f"device {device!r} was requested but MPS is not available")
+    elif dev.type == "xpu":
+        if not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+            return _cpu_because(f"device {device!r} was requested but XPU is not available")
+    return dev
+
+
+def _named_half(value: str | None) -> torch.dtype | None:
+    v = (value or "").strip().lower()
+    if v in ("fp16", "float16"):
+        return torch.float16
+    if v in ("bf16", "bfloat16"):
+        return torch.bfloat16
+    return None
+
+
+def mps_amp_min_rows() -> int:
+    try:
+        return max(1, int(os.environ.get("LAYA_MPS_AMP_MIN_ROWS", MPS_AMP_MIN_ROWS_DEFAULT)))
+    except ValueError:
+        return MPS_AMP_MIN_ROWS_DEFAULT
+
+
+@dataclass
+class Precision:
+    dtype: torch.dtype
+    amp_enabled: bool
+    mps_amp_min_rows: int = MPS_AMP_MIN_ROWS_DEFAULT
+
+    def dtype_for(self, device: torch.device, rows: int) -> torch.dtype:
+        """The precision a call with `rows` rows actually runs in."""
+        if not self.amp_enabled:
+            return torch.float32
+        if device.type == "mps" and rows < self.mps_amp_min_rows:
+            return torch.float32
+        return self.dtype
+
+
+def precision_policy(device: torch.device, cfg: dict) -> Precision:
+    """Parameters stay fp32; this picks the autocast dtype (or none) per device, as the spec's table."""
+    if device.type == "cuda":
+        try:
+            major, _ = torch.cuda.get_device_capability(device)
+        except Exception as e:  # noqa: BLE001 - any driver error means: assume an old GPU
+            warnings.warn(f"laya: could not read the CUDA compute capability ({e}); using float16 autocast",
+                          RuntimeWarning, stacklevel=3)
+            return Precision(torch.float16, True)
+        if major < 8:
+            return Precision(torch.float16, True)
+        env = _named_half(os.environ.get("LAYA_CUDA_AMP"))
+        if env is not None:
+            return Precision(env, True)
+        return Precision(torch.bfloat16 if cfg.get("amp_dtype", "fp16") == "bf16" else torch.float16, True)
+    if device.type == "mps":
+        return Precision(torch.float16, True, mps_amp_min_rows())
+    if device.type == "xpu":
+        return Precision(torch.bfloat16, True)
+    if _named_half(os.environ.get("LAYA_CPU_AMP")) is torch.bfloat16:
+        return Precision(torch.bfloat16, True)
+    return Precision(torch.float32, False)
