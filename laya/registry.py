@@ -37,3 +37,8 @@ def resolve_model_spec(name: str) -> tuple[str, str | None] | None:
     """(repo, subfolder) for a registry name or alias, else None."""
     key = canonical_name(name)
     return DEFAULT_MODELS[key] if key else None
+
+
+# A tiny checkpoint with random weights that ships inside the package, so the demo runs offline.
+# Its answers carry no meaning until a trained checkpoint replaces it.
+DEMO_CHECKPOINT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_checkpoint")
