@@ -1,0 +1,555 @@
+"""The five TileLang kernels of the fast path, with an fp32 scalar CPU specialisation.
+
+Each public factory is a pure function of shapes and options and returns a compiled callable that
+writes into caller-owned tensors (nothing is allocated per call):
+
+* ``gemm_kernel``      C[M,N] = act(A[M,K] @ W[N,K]^T (+ b[N]))          act: none | gelu (erf) | relu
+* ``gemm_geglu_kernel``  C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)       ModernBERT's GLU up-projection
+* ``add_ln_kernel``    X += R in place (fp32 stream), Y = LayerNorm(X) * w (+ b)
+* ``rope_kernel``      rotate-half RoPE on the q and k columns of a packed QKV buffer, in place
+* ``attn_kernel``      flash-style bidirectional attention over the packed QKV buffer, key padding by
+                       per-sequence length and an optional ``|i - j| <= window`` band
+
+The row count M (batch x tokens) is a runtime symbol everywhere; tiles that run past M (or past N, K,
+D, L) are predicated, so no shape has to be a tile multiple.
+
+One source of truth per kernel.  Every kernel body is written once against a small set of building
+blocks (``_Spec``): where tiles live (shared/fragment on the GPU, thread-local on the CPU), how
+element-wise loops run (``T.Parallel`` on the GPU, serial ``T.grid`` on the CPU) and how row
+reductions are done (``T.reduce_*`` over fragments on the GPU, serial loops over local buffers on the
+CPU).  The blocked algorithms, padding predicates, masks and the online softmax are shared.  The CPU
+specialisation exists because TileLang's C target (0.1.15) rejects fragments, fragment fill/reduce,
+more than one shared buffer and bf16 (see tests/test_tl_cpu_diagnostic.py); it is a scalar fp32
+correctness path, not a CPU backend.
+
+``tilelang`` is imported lazily, inside functions, so that this module (and the signatures pinned by
+tests/test_tl_kernels_api.py) can be imported where TileLang is not installed.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import threading
+
+__all__ = [
+    "GPU_DTYPES",
+    "gemm_kernel",
+    "gemm_geglu_kernel",
+    "add_ln_kernel",
+    "rope_kernel",
+    "attn_kernel",
+    "compile_cpu",
+]
+
+GPU_DTYPES = ("bfloat16", "float16")
+CPU_DTYPE = "float32"
+ACCUM = "float"  # every accumulation (GEMM, LayerNorm statistics, softmax) is fp32
+
+# Masked attention scores get this added rather than -inf: a row whose keys are all masked then
+# stays finite (padding rows are read back by the caller, and NaN would poison later layers).
+MASK_NEG = -1e9
+LOG2E = 1.4426950408889634
+
+# g++ defaults to -O0 under TileLang, which is ~60x slower for the scalar GEMM (toolchain.md).
+CPU_COMPILE_FLAGS = ["-O3", "-march=native", "-ffast-math"]
+_ACTS = ("none", "gelu", "relu")
+
+
+def _gpu_pass_configs():
+    from tilelang.transform import PassConfigKey
+
+    return {PassConfigKey.TL_ENABLE_FAST_MATH: True}
+
+
+def _cpu_pass_configs():
+    # The C target cannot vectorise T.exp/erf over local buffers; a scalar loop is what we want anyway.
+    return {"tirx.disable_vectorize": True}
+
+
+def _check_dtype(dtype: str, cpu: bool) -> None:
+    allowed = GPU_DTYPES + ((CPU_DTYPE,) if cpu else ())
+    if dtype not in allowed:
+        hint = (
+            " (float32 is only for the CPU specialisation: use compile_cpu(factory, ...) "
+            "or pass cpu=True)"
+            if dtype == CPU_DTYPE
+            else ""
+        )
+        raise ValueError(f"dtype must be one of {allowed}, got {dtype!r}{hint}")
+
+
+class _Spec:
+    """The building blocks that differ between the GPU and the CPU specialisation.
+
+    Everything else in a kernel body is common code.  Attributes are plain Python callables
+    resolved while the PrimFunc is traced, so the choice costs nothing at run time.
+    """
+
+    def __init__(self, cpu: bool):
+        import tilelang.language as T
+
+        self.cpu = cpu
+        # Operand tiles: shared memory on the GPU (feeds tensor cores / cp.async pipelining);
+        # thread-local on the CPU, where only one dynamic shared buffer is allowed.
+        self.tile = T.alloc_local if cpu else T.alloc_shared
+        # Accumulators and per-row statistics: register fragments on the GPU, whose layout the
+        # compiler infers; the C target cannot infer fragment layouts, so plain locals there.
+        self.acc = T.alloc_local if cpu else T.alloc_fragment
+        # Element-wise loops: thread-parallel on the GPU, serial (scalar) on the CPU, because the
+        # C target forbids indexing a local buffer with a T.Parallel variable.
+        self.par = T.grid if cpu else T.Parallel
+
+        @T.macro
+        def row_sum(src, dst, rows, cols):
+            if cpu:
+                for i in T.serial(rows):
+                    dst[i] = T.cast(0, ACCUM)
+                    for j in T.serial(cols):
+                        dst[i] = dst[i] + src[i, j]
+            else:
+                T.reduce_sum(src, dst, dim=1)
+
+        @T.macro
+        def row_max(src, dst, rows, cols):
+            # Running maximum: dst keeps its previous value (online softmax).
+            if cpu:
+                for i in T.serial(rows):
+                    for j in T.serial(cols):
+                        dst[i] = T.max(dst[i], src[i, j])
+            else:
+                T.reduce_max(src, dst, dim=1, clear=False)
+
+        self.row_sum = row_sum
+        self.row_max = row_max
+
+    def swizzle(self, panel: int = 10):
+        """Block rasterisation for L2 reuse on the GPU; meaningless (and dropped) on the CPU."""
+        import tilelang.language as T
+
+        if not self.cpu:
+            T.use_swizzle(panel_size=panel)
+
+
+def _gelu(x):
+    import tilelang.language as T
+
+    # Exact erf form, as ModernBERT's GELUActivation ("gelu") and torch.nn.functional.gelu use.
+    return 0.5 * x * (1.0 + T.erf(x * (1.0 / math.sqrt(2.0))))
+
+
+def _act(x, act: str):
+    import tilelang.language as T
+
+    if act == "gelu":
+        return _gelu(x)
+    if act == "relu":
+        return T.max(x, T.cast(0, ACCUM))
+    return x
+
+
+# ----------------------------------------------------------------------------------------------
+# Factory plumbing: one builder -> PrimFunc; the factory compiles and caches it for the GPU,
+# ``get_tir`` exposes the PrimFunc (compile_cpu and the diagnostics compile it for target "c").
+
+
+_COMPILE_LOCK = threading.Lock()
+
+
+def _kernel_factory(build):
+    sig = inspect.signature(build)
+    cache: dict = {}
+
+    def _key(args, kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return tuple(bound.arguments.items()), bound.arguments
+
+    @functools.wraps(build)
+    def factory(*args, **kwargs):
+        key, arguments = _key(args, kwargs)
+        kernel = cache.get(key)
+        if kernel is None:
+            with _COMPILE_LOCK:
+                kernel = cache.get(key)
+                if kernel is None:
+                    if arguments["cpu"]:
+                        kernel = _compile_for_cpu(build(*args, **kwargs))
+                    else:
+                        import tilelang
+
+                        prim = build(*args, **kwargs)
+                        kernel = tilelang.compile(prim, target="cuda", pass_configs=_gpu_pass_configs())
+                    cache[key] = kernel
+        return kernel
+
+    factory.get_tir = build
+    factory.cache_clear = cache.clear
+    return factory
+
+
+def _compile_for_cpu(prim):
+    import tilelang
+
+    return tilelang.compile(
+        prim,
+        target="c",
+        pass_configs=_cpu_pass_configs(),
+        compile_flags=list(CPU_COMPILE_FLAGS),
+    )
+
+
+def compile_cpu(factory, *args, **kwargs):
+    """Compile ``factory``'s CPU specialisation: fp32, target ``"c"``, no vectorisation, -O3.
+
+    Takes the same shape/option arguments as the GPU factory (``dtype`` and ``cpu`` are forced).  The
+    returned kernel is called with contiguous CPU float32 tensors (attention lengths int32) in the
+    same argument order as on the GPU; in-place semantics (LayerNorm's residual, RoPE's q/k) are
+    unchanged.  Compiled kernels are cached per argument set; keep the returned object to reuse it
+    across dynamic shapes.
+    """
+    kwargs = dict(kwargs)
+    kwargs["dtype"] = CPU_DTYPE
+    kwargs["cpu"] = True
+    return factory(*args, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# 1. GEMM with bias / activation epilogue
+
+
+def _gemm_kernel(
+    N,
+    K,
+    bias=False,
+    act="none",
+    bm=64,
+    bn=128,
+    bk=64,
+    stages=3,
+    threads=128,
+    dtype="bfloat16",
+    *,
+    cpu=False,
+):
+    """``C[M,N] = act(A[M,K] @ W[N,K]^T (+ Bv[N]))``; kernel args ``(A, W, Bv, C)``.
+
+    ``Bv`` (fp32) is always passed and ignored when ``bias=False``.  Pipelined over K.
+    """
+    import tilelang.language as T
+
+    _check_dtype(dtype, cpu)
+    if act not in _ACTS:
+        raise ValueError(f"act must be one of {_ACTS}, got {act!r}")
+    S = _Spec(cpu)
+    M = T.dynamic("m")
+
+    @T.prim_func
+    def gemm(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bv: T.Tensor((N,), "float32"),
+        C: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = S.tile((bm, bk), dtype)
+            W_s = S.tile((bn, bk), dtype)
+            C_s = S.tile((bm, bn), dtype)
+            acc = S.acc((bm, bn), ACCUM)
+            S.swizzle()
+            T.clear(acc)
+            # T.copy predicates the tile against the tensor bounds and zero-fills the rest, so
+            # ragged M/N/K tails contribute nothing to the dot products.
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, ko * bk], A_s)
+                T.copy(W[bx * bn, ko * bk], W_s)
+                T.gemm(A_s, W_s, acc, transpose_B=True)
+            for i, j in S.par(bm, bn):
+                x = acc[i, j]
+                if bias:
+                    x = x + T.if_then_else(bx * bn + j < N, Bv[bx * bn + j], T.cast(0, ACCUM))
+                C_s[i, j] = T.cast(_act(x, act), dtype)
+            # Staging through a tile gives coalesced, bounds-checked stores.
+            T.copy(C_s, C[by * bm, bx * bn])
+
+    return gemm
+
+
+gemm_kernel = _kernel_factory(_gemm_kernel)
+
+
+# ----------------------------------------------------------------------------------------------
+# 2. GEGLU up-projection
+
+
+def _gemm_geglu_kernel(
+    F,
+    K,
+    bm=64,
+    bn=64,
+    bk=64,
+    stages=2,
+    threads=128,
+    dtype="bfloat16",
+    *,
+    cpu=False,
+):
+    """``C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)``; kernel args ``(A[M,K], W[2F,K], C[M,F])``."""
+    import tilelang.language as T
+
+    _check_dtype(dtype, cpu)
+    S = _Spec(cpu)
+    M = T.dynamic("m")
+
+    @T.prim_func
+    def gemm_geglu(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((2 * F, K), dtype),
+        C: T.Tensor((M, F), dtype),
+    ):
+        with T.Kernel(T.ceildiv(F, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = S.tile((bm, bk), dtype)
+            Wu_s = S.tile((bn, bk), dtype)  # rows of the activated half
+            Wg_s = S.tile((bn, bk), dtype)  # matching rows of the gate half
+            C_s = S.tile((bm, bn), dtype)
+            acc_u = S.acc((bm, bn), ACCUM)
+            acc_g = S.acc((bm, bn), ACCUM)
+            S.swizzle()
+            T.clear(acc_u)
+            T.clear(acc_g)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, ko * bk], A_s)
+                # A ragged last column tile of the first half reads gate rows; those columns are
+                # >= F and never stored, so no extra predicate is needed.
+                T.copy(W[bx * bn, ko * bk], Wu_s)
+                T.copy(W[F + bx * bn, ko * bk], Wg_s)
+                T.gemm(A_s, Wu_s, acc_u, transpose_B=True)
+                T.gemm(A_s, Wg_s, acc_g, transpose_B=True)
+            for i, j in S.par(bm, bn):
+                C_s[i, j] = T.cast(_gelu(acc_u[i, j]) * acc_g[i, j], dtype)
+            T.copy(C_s, C[by * bm, bx * bn])
+
+    return gemm_geglu
+
+
+gemm_geglu_kernel = _kernel_factory(_gemm_geglu_kernel)
+
+
+# ----------------------------------------------------------------------------------------------
+# 3. Residual add + LayerNorm
+
+
+def _add_ln_kernel(
+    D,
+    residual=True,
+    bias=False,
+    eps=1e-5,
+    bm=4,
+    threads=32,
+    dtype="bfloat16",
+    *,
+    cpu=False,
+):
+    """``X += R`` (if ``residual``, in place, fp32), then ``Y = LN(X) * Wv (+ Bv)``.
+
+    Kernel args ``(X[M,D] fp32, R[M,D], Wv[D] fp32, Bv[D] fp32, Y[M,D])``; ``R`` and ``Bv`` are
+    always passed and ignored when the option is off.  Biased variance, two-pass (mean first), since
+    the fp32 residual stream of ModernBERT-large reaches ~3e4 and E[x^2]-E[x]^2 would cancel.
+    """
+    import tilelang.language as T
+
+    _check_dtype(dtype, cpu)
+    S = _Spec(cpu)
+    M = T.dynamic("m")
+    inv_d = 1.0 / D
+
+    @T.prim_func
+    def add_ln(
+        X: T.Tensor((M, D), "float32"),
+        R: T.Tensor((M, D), dtype),
+        Wv: T.Tensor((D,), "float32"),
+        Bv: T.Tensor((D,), "float32"),
+        Y: T.Tensor((M, D), dtype),
+    ):
+        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            x = S.acc((bm, D), ACCUM)
+            sq = S.acc((bm, D), ACCUM)
+            mean = S.acc((bm,), ACCUM)
+            var = S.acc((bm,), ACCUM)
+            for i, j in S.par(bm, D):
+                r = bx * bm + i
+                if residual:
+                    # fp32 + (16-bit -> fp32): bit-identical to torch's X += R.float().
+                    x[i, j] = T.if_then_else(r < M, X[r, j] + T.cast(R[r, j], ACCUM), T.cast(0, ACCUM))
+                else:
+                    x[i, j] = T.if_then_else(r < M, X[r, j], T.cast(0, ACCUM))
+            if residual:
+                for i, j in S.par(bm, D):
+                    if bx * bm + i < M:
+                        X[bx * bm + i, j] = x[i, j]
+            S.row_sum(x, mean, bm, D)
+            for i in S.par(bm):
+                mean[i] = mean[i] * inv_d
+            for i, j in S.par(bm, D):
+                sq[i, j] = (x[i, j] - mean[i]) * (x[i, j] - mean[i])
+            S.row_sum(sq, var, bm, D)
+            for i in S.par(bm):
+                var[i] = T.rsqrt(var[i] * inv_d + eps)  # var now holds 1/std
+            for i, j in S.par(bm, D):
+                if bx * bm + i < M:
+                    y = (x[i, j] - mean[i]) * var[i] * Wv[j]
+                    if bias:
+                        y = y + Bv[j]
+                    Y[bx * bm + i, j] = T.cast(y, dtype)
+
+    return add_ln
+
+
+add_ln_kernel = _kernel_factory(_add_ln_kernel)
+
+
+# ----------------------------------------------------------------------------------------------
+# 4. Rotary position embedding (rotate-half), in place on the packed QKV buffer
+
+
+def _rope_kernel(H, Dh, bm=32, threads=128, dtype="bfloat16", *, cpu=False):
+    """Rotate the q and k columns of ``QKV[M, 3*H*Dh]`` in place; kernel args ``(QKV, Cos, Sin)``.
+
+    ``Cos``/``Sin`` are fp32 ``[L, Dh/2]``; row r uses position ``r % L`` (rows are batch x L).
+    Column layout (q|k|v)(head)(dim); v is never touched.  Math in fp32.
+    """
+    import tilelang.language as T
+
+    _check_dtype(dtype, cpu)
+    if Dh % 2:
+        raise ValueError(f"Dh must be even for rotate-half RoPE, got {Dh}")
+    S = _Spec(cpu)
+    M = T.dynamic("m")
+    L = T.dynamic("l")
+    half = Dh // 2
+
+    @T.prim_func
+    def rope(
+        QKV: T.Tensor((M, 3 * H * Dh), dtype),
+        Cos: T.Tensor((L, half), "float32"),
+        Sin: T.Tensor((L, half), "float32"),
+    ):
+        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            # c runs over the 2*H (q|k, head) blocks; each iteration owns one (d, d + Dh/2) pair, so
+            # the in-place update has no cross-iteration hazard.
+            for i, c, d in S.par(bm, 2 * H, half):
+                r = bx * bm + i
+                if r < M:
+                    p = r % L
+                    x0 = T.cast(QKV[r, c * Dh + d], ACCUM)
+                    x1 = T.cast(QKV[r, c * Dh + d + half], ACCUM)
+                    QKV[r, c * Dh + d] = T.cast(x0 * Cos[p, d] - x1 * Sin[p, d], dtype)
+                    QKV[r, c * Dh + d + half] = T.cast(x1 * Cos[p, d] + x0 * Sin[p, d], dtype)
+
+    return rope
+
+
+rope_kernel = _kernel_factory(_rope_kernel)
+
+
+# ----------------------------------------------------------------------------------------------
+# 5. Flash-style bidirectional attention on the packed QKV buffer
+
+
+def _attn_kernel(
+    B,
+    L,
+    H,
+    Dh,
+    window=0,
+    bm=64,
+    bn=64,
+    stages=1,
+    threads=128,
+    dtype="bfloat16",
+    *,
+    cpu=False,
+):
+    """Attention over ``QKV[B, L, 3, H, Dh]``; kernel args ``(QKV, Lens[B] int32, O[B, L, H*Dh])``.
+
+    Key j is visible to query i of sequence b iff ``j < Lens[b]`` and, when ``window > 0``,
+    ``|i - j| <= window`` (inclusive, as transformers' bidirectional sliding-window overlay with
+    ``sliding_window = local_attention // 2``).  ``B``/``L`` may be None: runtime symbols, one
+    compile for every shape.  No score or mask tensor ever exists outside one (bm, bn) tile.
+    """
+    import tilelang.language as T
+
+    _check_dtype(dtype, cpu)
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+    S = _Spec(cpu)
+    Bs = T.dynamic("b") if B is None else B
+    Ls = T.dynamic("l") if L is None else L
+    scale = (Dh**-0.5) * LOG2E  # softmax in base 2: exp(x) = exp2(x * log2 e)
+
+    @T.prim_func
+    def attn(
+        QKV: T.Tensor((Bs, Ls, 3, H, Dh), dtype),
+        Lens: T.Tensor((Bs,), "int32"),
+        O: T.Tensor((Bs, Ls, H * Dh), dtype),
+    ):
+        with T.Kernel(T.ceildiv(Ls, bm), H, Bs, threads=threads) as (bx, by, bz):
+            Q_s = S.tile((bm, Dh), dtype)
+            K_s = S.tile((bn, Dh), dtype)
+            V_s = S.tile((bn, Dh), dtype)
+            s = S.acc((bm, bn), ACCUM)
+            p = S.acc((bm, bn), dtype)  # probabilities in the GEMM input type (fp32 on the CPU)
+            o = S.acc((bm, Dh), ACCUM)
+            m = S.acc((bm,), ACCUM)
+            m_prev = S.acc((bm,), ACCUM)
+            rescale = S.acc((bm,), ACCUM)
+            l_blk = S.acc((bm,), ACCUM)
+            l_sum = S.acc((bm,), ACCUM)
+
+            n = T.min(Lens[bz], Ls)
+            q0 = bx * bm
+            # Key blocks that can hold a visible key: [0, ceil(n/bn)), narrowed to the window band.
+            lo = T.max(q0 - window, 0) // bn if window > 0 else 0
+            hi = T.min(T.ceildiv(n, bn), T.ceildiv(q0 + bm + window, bn)) if window > 0 else T.ceildiv(n, bn)
+
+            T.copy(QKV[bz, q0 : q0 + bm, 0, by, :], Q_s)
+            T.clear(o)
+            T.clear(l_sum)
+            T.fill(m, -T.infinity(ACCUM))
+            for kb in T.Pipelined(lo, T.max(hi, lo), num_stages=stages):
+                T.copy(QKV[bz, kb * bn : kb * bn + bn, 1, by, :], K_s)
+                T.copy(QKV[bz, kb * bn : kb * bn + bn, 2, by, :], V_s)
+                T.clear(s)
+                T.gemm(Q_s, K_s, s, transpose_B=True)
+                for i, j in S.par(bm, bn):
+                    k = kb * bn + j
+                    if window > 0:
+                        visible = (k < n) and (q0 + i - k <= window) and (k - q0 - i <= window)
+                    else:
+                        visible = k < n
+                    s[i, j] = s[i, j] * scale + T.if_then_else(visible, T.cast(0, ACCUM), T.cast(MASK_NEG, ACCUM))
+                for i in S.par(bm):
+                    m_prev[i] = m[i]
+                S.row_max(s, m, bm, bn)
+                for i in S.par(bm):
+                    rescale[i] = T.exp2(m_prev[i] - m[i])
+                for i, j in S.par(bm, bn):
+                    s[i, j] = T.exp2(s[i, j] - m[i])
+                S.row_sum(s, l_blk, bm, bn)
+                for i in S.par(bm):
+                    l_sum[i] = l_sum[i] * rescale[i] + l_blk[i]
+                for i, j in S.par(bm, Dh):
+                    o[i, j] = o[i, j] * rescale[i]
+                for i, j in S.par(bm, bn):
+                    p[i, j] = T.cast(s[i, j], dtype)
+                T.gemm(p, V_s, o)
+            # l_sum == 0 only when no key block was visited (empty sequence): output zeros.
+            for i, j in S.par(bm, Dh):
+                if q0 + i < Ls:
+                    O[bz, q0 + i, by * Dh + j] = T.cast(o[i, j] / T.max(l_sum[i], 1e-30), dtype)
+
+    return attn
+
+
+attn_kernel = _kernel_factory(_attn_kernel)
