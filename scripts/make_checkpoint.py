@@ -84,7 +84,7 @@ def write_tokenizer(out_dir: str, kind: str) -> None:
 
 
 def make_checkpoint(out_dir: str, shape: str = "tiny", tokenizer: str = "wordpiece", seed: int = 0,
-                    label: str | None = None, overwrite: bool = False) -> str:
+                    label: str | None = None, overwrite: bool = False, std: float = 0.02) -> str:
     """Write the checkpoint to `out_dir` (atomically) and return the directory."""
     import torch
     from safetensors.torch import save_file
@@ -113,11 +113,11 @@ def make_checkpoint(out_dir: str, shape: str = "tiny", tokenizer: str = "wordpie
         cfg = {"encoder": f"laya-random-{shape}", "head_layers": 2, "act_costs": {"escalate": 0.5},
                "max_len": max_len, "head_max_len": head_max_len, "temperature": [1.0, 1.0, 1.0],
                "temperature_by_options": {}, "amp_dtype": "bf16",
-               "note": label or f"random weights (seed {seed}, std 0.02): not a trained model"}
+               "note": label or f"random weights (seed {seed}, std {std:g}): not a trained model"}
         with open(os.path.join(stage, "rl_agent_config.json"), "w", encoding="utf-8") as f:
             json.dump(cfg, f, indent=2)
         model = build_model(cfg, os.path.join(stage, "encoder"), pretrained=False)
-        init_weights(model, seed)
+        init_weights(model, seed, std)
         state = {k: v.detach().to(torch.float16).contiguous() for k, v in model.state_dict().items()}
         save_file(state, os.path.join(stage, "model.safetensors"), metadata={"format": "pt"})
         if os.path.exists(out_dir):
@@ -136,9 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokenizer", default="wordpiece", choices=("wordpiece", "bpe"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--label", default=None, help="text stored as the config's 'note'")
+    parser.add_argument("--std", type=float, default=0.02, help="weight std (tests use larger values for sharp answers)")
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
-    path = make_checkpoint(args.out_dir, args.shape, args.tokenizer, args.seed, args.label, args.overwrite)
+    path = make_checkpoint(args.out_dir, args.shape, args.tokenizer, args.seed, args.label, args.overwrite, args.std)
     print(f"wrote {path}")
     return 0
 
