@@ -237,11 +237,11 @@ def _gemm_kernel(
 
     ``Bv`` (fp32) is always passed and ignored when ``bias=False``.  Pipelined over K.
     """
-    import tilelang.language as T
-
     _check_dtype(dtype, cpu)
     if act not in _ACTS:
         raise ValueError(f"act must be one of {_ACTS}, got {act!r}")
+    import tilelang.language as T
+
     S = _Spec(cpu)
     M = T.dynamic("m")
 
@@ -296,9 +296,9 @@ def _gemm_geglu_kernel(
     cpu=False,
 ):
     """``C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)``; kernel args ``(A[M,K], W[2F,K], C[M,F])``."""
+    _check_dtype(dtype, cpu)
     import tilelang.language as T
 
-    _check_dtype(dtype, cpu)
     S = _Spec(cpu)
     M = T.dynamic("m")
 
@@ -357,9 +357,9 @@ def _add_ln_kernel(
     always passed and ignored when the option is off.  Biased variance, two-pass (mean first), since
     the fp32 residual stream of ModernBERT-large reaches ~3e4 and E[x^2]-E[x]^2 would cancel.
     """
+    _check_dtype(dtype, cpu)
     import tilelang.language as T
 
-    _check_dtype(dtype, cpu)
     S = _Spec(cpu)
     M = T.dynamic("m")
     inv_d = 1.0 / D
@@ -419,11 +419,11 @@ def _rope_kernel(H, Dh, bm=32, threads=128, dtype="bfloat16", *, cpu=False):
     ``Cos``/``Sin`` are fp32 ``[L, Dh/2]``; row r uses position ``r % L`` (rows are batch x L).
     Column layout (q|k|v)(head)(dim); v is never touched.  Math in fp32.
     """
-    import tilelang.language as T
-
     _check_dtype(dtype, cpu)
     if Dh % 2:
         raise ValueError(f"Dh must be even for rotate-half RoPE, got {Dh}")
+    import tilelang.language as T
+
     S = _Spec(cpu)
     M = T.dynamic("m")
     L = T.dynamic("l")
@@ -478,11 +478,11 @@ def _attn_kernel(
     ``sliding_window = local_attention // 2``).  ``B``/``L`` may be None: runtime symbols, one
     compile for every shape.  No score or mask tensor ever exists outside one (bm, bn) tile.
     """
-    import tilelang.language as T
-
     _check_dtype(dtype, cpu)
     if window < 0:
         raise ValueError(f"window must be >= 0, got {window}")
+    import tilelang.language as T
+
     S = _Spec(cpu)
     Bs = T.dynamic("b") if B is None else B
     Ls = T.dynamic("l") if L is None else L

@@ -1,0 +1,286 @@
+"""The TileLang kernels' fp32 CPU specialisation (target "c") against float64 torch references.
+
+Needs tilelang and a C++ compiler (skipped otherwise).  When CUDA is present too, the same inputs
+rounded to bf16/fp16 also compare the CPU specialisation against the GPU kernels.  Kernels are
+compiled once per session (the factories cache them), which keeps this file well under the CI budget.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("tilelang")
+if shutil.which("g++") is None and shutil.which("c++") is None:
+    pytest.skip("TileLang's C target needs a C++ compiler", allow_module_level=True)
+
+from laya import tl_kernels as K  # noqa: E402
+
+pytestmark = pytest.mark.fast_extra
+
+SEED = 1234
+TOL = 2e-5
+TOL_ROPE = 2e-6
+TOL_GPU = 0.05
+TOL_GPU_ATTN = 0.02
+HAS_CUDA = torch.cuda.is_available()
+GPU_DTYPES = [torch.bfloat16, torch.float16]
+TL_NAME = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="CPU-vs-GPU comparison needs CUDA")
+
+
+def gen(seed_offset=0):
+    g = torch.Generator().manual_seed(SEED + seed_offset)
+    return lambda *shape, scale=1.0: torch.randn(*shape, generator=g) * scale
+
+
+def maxerr(a, b):
+    return (a.double() - b.double()).abs().max().item()
+
+
+# ----------------------------------------------------------------------------------------------
+# references (float64)
+
+
+def ref_gemm(A, W, b, act):
+    y = A.double() @ W.double().T
+    if b is not None:
+        y = y + b.double()
+    if act == "gelu":
+        y = torch.nn.functional.gelu(y)
+    elif act == "relu":
+        y = y.relu()
+    return y
+
+
+def ref_geglu(A, W):
+    F = W.shape[0] // 2
+    y = A.double() @ W.double().T
+    return torch.nn.functional.gelu(y[:, :F]) * y[:, F:]
+
+
+def ref_ln(X, w, b, eps=1e-5):
+    return torch.nn.functional.layer_norm(X.double(), X.shape[-1:], w.double(), None if b is None else b.double(), eps)
+
+
+def ref_rope(qkv, cos, sin, H, Dh):
+    M = qkv.shape[0]
+    pos = torch.arange(M) % cos.shape[0]
+    x = qkv[:, : 2 * H * Dh].double().view(M, 2 * H, Dh)
+    c, s = cos.double()[pos][:, None], sin.double()[pos][:, None]
+    x0, x1 = x[..., : Dh // 2], x[..., Dh // 2 :]
+    return torch.cat([x0 * c - x1 * s, x1 * c + x0 * s], -1).reshape(M, -1)
+
+
+def ref_attn(qkv, lens, window):
+    B, L, _, H, Dh = qkv.shape
+    q, k, v = (qkv[:, :, i].double().transpose(1, 2) for i in range(3))
+    idx = torch.arange(L)
+    allowed = idx[None, None, :] < lens.long()[:, None, None]  # [B, 1(query), L(key)]
+    if window:
+        allowed = allowed & ((idx[:, None] - idx[None, :]).abs() <= window)[None]
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(Dh)
+    s = s.masked_fill(~allowed[:, None], float("-inf"))
+    out = torch.nan_to_num(s.softmax(-1)) @ v
+    return out.transpose(1, 2).reshape(B, L, H * Dh)
+
+
+def valid_rows_err(O, ref, lens):
+    errs = [maxerr(O[b, : int(n)], ref[b, : int(n)]) for b, n in enumerate(lens.tolist()) if n > 0]
+    return max(errs) if errs else 0.0
+
+
+# ----------------------------------------------------------------------------------------------
+# GEMM (M=17, N=70, K=67: none of them a tile multiple)
+
+GEMM_CASES = [(False, "none"), (True, "gelu"), (True, "relu")]
+M_, N_, K_ = 17, 70, 67
+
+
+def gemm_inputs():
+    r = gen(1)
+    return r(M_, K_), r(N_, K_, scale=0.1), r(N_, scale=0.5)
+
+
+@pytest.mark.parametrize("bias,act", GEMM_CASES)
+def test_gemm_cpu(bias, act):
+    A, W, b = gemm_inputs()
+    kern = K.compile_cpu(K.gemm_kernel, N_, K_, bias=bias, act=act)
+    C = torch.full((M_, N_), float("nan"))
+    kern(A, W, b, C)
+    assert maxerr(C, ref_gemm(A, W, b if bias else None, act)) < TOL
+    # M is a runtime dimension: the same compiled kernel serves other row counts.
+    A2 = gen(2)(130, K_)
+    C2 = torch.empty(130, N_)
+    kern(A2, W, b, C2)
+    assert maxerr(C2, ref_gemm(A2, W, b if bias else None, act)) < TOL
+
+
+def test_gemm_geglu_cpu():
+    r = gen(3)
+    A, W = r(M_, K_), r(2 * N_, K_, scale=0.1)
+    kern = K.compile_cpu(K.gemm_geglu_kernel, N_, K_)
+    C = torch.full((M_, N_), float("nan"))
+    kern(A, W, C)
+    assert maxerr(C, ref_geglu(A, W)) < TOL
+
+
+# ----------------------------------------------------------------------------------------------
+# residual add + LayerNorm (all four combinations; residual stream around 3e3)
+
+LN_M, LN_D = 17, 128
+LN_CASES = [(True, True), (True, False), (False, True), (False, False)]
+
+
+def ln_inputs():
+    r = gen(4)
+    return r(LN_M, LN_D, scale=3000.0), r(LN_M, LN_D, scale=50.0), 1 + r(LN_D, scale=0.1), r(LN_D, scale=0.1)
+
+
+@pytest.mark.parametrize("residual,bias", LN_CASES)
+def test_add_ln_cpu(residual, bias):
+    X, R, w, b = ln_inputs()
+    X0 = X.clone()
+    Y = torch.full((LN_M, LN_D), float("nan"))
+    K.compile_cpu(K.add_ln_kernel, LN_D, residual=residual, bias=bias)(X, R, w, b, Y)
+    expect = X0 + R if residual else X0
+    assert torch.equal(X, expect)  # the residual update is exact (and absent when residual=False)
+    assert maxerr(Y, ref_ln(expect, w, b if bias else None)) < TOL
+
+
+# ----------------------------------------------------------------------------------------------
+# RoPE (M=35 rows over L=7 positions: position wrap-around; v untouched)
+
+RH, RDh, RL, RM = 2, 64, 7, 35
+
+
+def rope_inputs():
+    r = gen(5)
+    ang = torch.arange(RL)[:, None] * (10000.0 ** (-torch.arange(RDh // 2) / (RDh // 2)))[None]
+    return r(RM, 3 * RH * RDh), ang.cos().float(), ang.sin().float()
+
+
+def test_rope_cpu():
+    qkv, cos, sin = rope_inputs()
+    before = qkv.clone()
+    K.compile_cpu(K.rope_kernel, RH, RDh)(qkv, cos, sin)
+    assert maxerr(qkv[:, : 2 * RH * RDh], ref_rope(before, cos, sin, RH, RDh)) < TOL_ROPE
+    assert torch.equal(qkv[:, 2 * RH * RDh :], before[:, 2 * RH * RDh :])
+
+
+# ----------------------------------------------------------------------------------------------
+# attention (B=3, L=80: partial tiles; lengths 80/39/0: full, ragged, empty)
+
+AB, AL, AH, ADh = 3, 80, 2, 32
+LENS = [80, 39, 0]
+ATTN_CASES = [(w, dyn) for w in (0, 17) for dyn in (False, True)]
+
+
+def attn_inputs(B=AB, L=AL, lens=LENS, seed=6):
+    return gen(seed)(B, L, 3, AH, ADh), torch.tensor(lens, dtype=torch.int32)
+
+
+@pytest.mark.parametrize("window,dynamic", ATTN_CASES)
+def test_attn_cpu(window, dynamic):
+    qkv, lens = attn_inputs()
+    shape = (None, None) if dynamic else (AB, AL)
+    kern = K.compile_cpu(K.attn_kernel, *shape, AH, ADh, window=window)
+    O = torch.full((AB, AL, AH * ADh), float("nan"))
+    kern(qkv, lens, O)
+    assert torch.isfinite(O).all()  # padding rows included
+    assert torch.count_nonzero(O[2]) == 0  # the empty sequence gives zeros
+    assert valid_rows_err(O, ref_attn(qkv, lens, window), lens) < TOL
+    if dynamic:
+        # one compile serves other batch sizes and lengths (45 = a partial tile, ragged lengths)
+        qkv2, lens2 = attn_inputs(B=2, L=45, lens=[45, 20], seed=7)
+        O2 = torch.full((2, 45, AH * ADh), float("nan"))
+        kern(qkv2, lens2, O2)
+        assert torch.isfinite(O2).all()
+        assert valid_rows_err(O2, ref_attn(qkv2, lens2, window), lens2) < TOL
+
+
+def test_gpu_factories_reject_fp32():
+    with pytest.raises(ValueError, match="dtype"):
+        K.attn_kernel(2, 64, 2, 32, dtype="float32")
+
+
+# ----------------------------------------------------------------------------------------------
+# CPU specialisation vs GPU kernels on the same (16-bit rounded) inputs
+
+
+def rounded(t, dt):
+    """(GPU 16-bit copy, CPU fp32 copy of exactly the same values)."""
+    t16 = t.to(dt)
+    return t16.cuda(), t16.float().contiguous()
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", GPU_DTYPES)
+@pytest.mark.parametrize("bias,act", GEMM_CASES)
+def test_gemm_cpu_vs_gpu(dt, bias, act):
+    A, W, b = gemm_inputs()
+    (Ag, Ac), (Wg, Wc) = rounded(A, dt), rounded(W, dt)
+    Cc = torch.empty(M_, N_)
+    K.compile_cpu(K.gemm_kernel, N_, K_, bias=bias, act=act)(Ac, Wc, b, Cc)
+    Cg = torch.empty(M_, N_, dtype=dt, device="cuda")
+    K.gemm_kernel(N_, K_, bias=bias, act=act, dtype=TL_NAME[dt])(Ag, Wg, b.cuda(), Cg)
+    assert maxerr(Cg.cpu(), Cc) < TOL_GPU
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", GPU_DTYPES)
+def test_geglu_cpu_vs_gpu(dt):
+    r = gen(3)
+    A, W = r(M_, K_), r(2 * N_, K_, scale=0.1)
+    (Ag, Ac), (Wg, Wc) = rounded(A, dt), rounded(W, dt)
+    Cc = torch.empty(M_, N_)
+    K.compile_cpu(K.gemm_geglu_kernel, N_, K_)(Ac, Wc, Cc)
+    Cg = torch.empty(M_, N_, dtype=dt, device="cuda")
+    K.gemm_geglu_kernel(N_, K_, dtype=TL_NAME[dt])(Ag, Wg, Cg)
+    assert maxerr(Cg.cpu(), Cc) < TOL_GPU
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", GPU_DTYPES)
+@pytest.mark.parametrize("residual,bias", LN_CASES)
+def test_add_ln_cpu_vs_gpu(dt, residual, bias):
+    X, R, w, b = ln_inputs()
+    Rg, Rc = rounded(R, dt)
+    Xc, Xg = X.clone(), X.cuda()
+    Yc = torch.empty(LN_M, LN_D)
+    K.compile_cpu(K.add_ln_kernel, LN_D, residual=residual, bias=bias)(Xc, Rc, w, b, Yc)
+    Yg = torch.empty(LN_M, LN_D, dtype=dt, device="cuda")
+    K.add_ln_kernel(LN_D, residual=residual, bias=bias, dtype=TL_NAME[dt])(Xg, Rg, w.cuda(), b.cuda(), Yg)
+    assert torch.equal(Xg.cpu(), Xc)  # both residual streams are bit-identical
+    assert maxerr(Yg.cpu(), Yc) < TOL_GPU
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", GPU_DTYPES)
+def test_rope_cpu_vs_gpu(dt):
+    qkv, cos, sin = rope_inputs()
+    qg, qc = rounded(qkv, dt)
+    K.compile_cpu(K.rope_kernel, RH, RDh)(qc, cos, sin)
+    K.rope_kernel(RH, RDh, dtype=TL_NAME[dt])(qg, cos.cuda(), sin.cuda())
+    assert maxerr(qg.cpu(), qc) < TOL_GPU
+    assert torch.equal(qg[:, 2 * RH * RDh :].cpu().float(), qc[:, 2 * RH * RDh :])
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", GPU_DTYPES)
+@pytest.mark.parametrize("window,dynamic", ATTN_CASES)
+def test_attn_cpu_vs_gpu(dt, window, dynamic):
+    qkv, lens = attn_inputs()
+    qg, qc = rounded(qkv, dt)
+    shape = (None, None) if dynamic else (AB, AL)
+    Oc = torch.empty(AB, AL, AH * ADh)
+    K.compile_cpu(K.attn_kernel, *shape, AH, ADh, window=window)(qc, lens, Oc)
+    Og = torch.full((AB, AL, AH * ADh), float("nan"), dtype=dt, device="cuda")
+    K.attn_kernel(*shape, AH, ADh, window=window, dtype=TL_NAME[dt])(qg, lens.cuda(), Og)
+    Og = Og.cpu()
+    assert torch.isfinite(Og).all()
+    assert torch.count_nonzero(Og[2]) == 0
+    assert valid_rows_err(Og, Oc, lens) < TOL_GPU_ATTN
