@@ -130,6 +130,6 @@ def test_fp32_fragment_probes():
     """fp32, no GEMM, no bf16: fill and reductions on fragments alone fail; plain use compiles."""
     _compile_c(_fragment_probe("none"), K._gpu_pass_configs())
     for op, expected in (("fill", FILL), ("reduce_sum", REDUCE), ("reduce_max", REDUCE)):
-        with pytest.raises(Exception, match="") as info:
+        with pytest.raises(Exception) as info:
             _compile_c(_fragment_probe(op), K._gpu_pass_configs())
         assert expected in str(info.value), op
