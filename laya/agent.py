@@ -313,7 +313,11 @@ class Agent(HookRegistry):
         chunk = n if batch_size is None else batch_size
         sorting = sort_by_length and batch_size is not None and 1 < batch_size < n
         window = 8 * chunk if sorting else n
-        with question_cache():
+        # On CUDA an outer (disabled) autocast scope keeps the inner scopes' cast-weight cache alive
+        # across chunks; each chunk would otherwise re-cast every weight to 16 bits.
+        keep_casts = torch.autocast("cuda", enabled=False) if self.device.type == "cuda" and self.amp_enabled \
+            and chunk < n else contextlib.nullcontext()
+        with question_cache(), keep_casts:
             for start in range(0, n, window):
                 idx = list(range(start, min(n, start + window)))
                 encoded = {i: self._rows(texts[i], keeps_tail(states[i]), qs, max_len, head_max_len) for i in idx}

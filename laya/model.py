@@ -170,7 +170,7 @@ def init_weights(model: DecisionModel, seed: int, std: float = 0.02) -> None:
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if p.dim() == 1 and ("norm" in name or name.startswith("scorer.0")):
+            if p.dim() == 1 and ("norm" in name.lower() or name.startswith("scorer.0")):  # BERT: LayerNorm
                 p.fill_(1.0 if name.endswith("weight") else 0.0)
             elif name.endswith("bias"):
                 p.zero_()

@@ -83,12 +83,30 @@ def write_tokenizer(out_dir: str, kind: str) -> None:
         raise ValueError(f"tokenizer {kind!r} is not known; use 'wordpiece' or 'bpe'")
 
 
+def encoder_config(shape: str, family: str, tok) -> object:
+    """The encoder's config: the ModernBERT shapes above, or a BERT of the same width (any family works)."""
+    from transformers import BertConfig, ModernBertConfig
+
+    dims = dict(SHAPES[shape])
+    vocab = max(dims.pop("vocab_size", None) or len(tok), len(tok))
+    if family == "modernbert":
+        return ModernBertConfig(vocab_size=vocab, pad_token_id=tok.pad_token_id, cls_token_id=tok.cls_token_id,
+                                sep_token_id=tok.sep_token_id, bos_token_id=tok.cls_token_id,
+                                eos_token_id=tok.sep_token_id, **dims)
+    if family == "bert":
+        return BertConfig(vocab_size=vocab, hidden_size=dims["hidden_size"], num_hidden_layers=dims["num_hidden_layers"],
+                          num_attention_heads=dims["num_attention_heads"], intermediate_size=dims["intermediate_size"],
+                          max_position_embeddings=512, pad_token_id=tok.pad_token_id)
+    raise ValueError(f"encoder family {family!r} is not known; use 'modernbert' or 'bert'")
+
+
 def make_checkpoint(out_dir: str, shape: str = "tiny", tokenizer: str = "wordpiece", seed: int = 0,
-                    label: str | None = None, overwrite: bool = False, std: float = 0.02) -> str:
+                    label: str | None = None, overwrite: bool = False, std: float = 0.02,
+                    family: str = "modernbert") -> str:
     """Write the checkpoint to `out_dir` (atomically) and return the directory."""
     import torch
     from safetensors.torch import save_file
-    from transformers import AutoTokenizer, ModernBertConfig
+    from transformers import AutoTokenizer
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from laya.model import build_model, init_weights
@@ -103,14 +121,9 @@ def make_checkpoint(out_dir: str, shape: str = "tiny", tokenizer: str = "wordpie
     try:
         write_tokenizer(os.path.join(stage, "tokenizer"), tokenizer)
         tok = AutoTokenizer.from_pretrained(os.path.join(stage, "tokenizer"))
-        dims = dict(SHAPES[shape])
-        vocab = dims.pop("vocab_size", None) or len(tok)
-        ecfg = ModernBertConfig(vocab_size=max(vocab, len(tok)), pad_token_id=tok.pad_token_id,
-                                cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id,
-                                bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id, **dims)
-        ecfg.save_pretrained(os.path.join(stage, "encoder"))
+        encoder_config(shape, family, tok).save_pretrained(os.path.join(stage, "encoder"))
         max_len, head_max_len = RUNTIME[shape]
-        cfg = {"encoder": f"laya-random-{shape}", "head_layers": 2, "act_costs": {"escalate": 0.5},
+        cfg = {"encoder": f"laya-random-{family}-{shape}", "head_layers": 2, "act_costs": {"escalate": 0.5},
                "max_len": max_len, "head_max_len": head_max_len, "temperature": [1.0, 1.0, 1.0],
                "temperature_by_options": {}, "amp_dtype": "bf16",
                "note": label or f"random weights (seed {seed}, std {std:g}): not a trained model"}
@@ -137,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--label", default=None, help="text stored as the config's 'note'")
     parser.add_argument("--std", type=float, default=0.02, help="weight std (tests use larger values for sharp answers)")
+    parser.add_argument("--family", default="modernbert", choices=("modernbert", "bert"), help="encoder family")
     parser.add_argument("--overwrite", action="store_true")
     args = parser.parse_args(argv)
-    path = make_checkpoint(args.out_dir, args.shape, args.tokenizer, args.seed, args.label, args.overwrite, args.std)
+    path = make_checkpoint(args.out_dir, args.shape, args.tokenizer, args.seed, args.label, args.overwrite, args.std,
+                           args.family)
     print(f"wrote {path}")
     return 0
 

@@ -165,3 +165,22 @@ def test_hub_id_loads_offline_from_a_populated_cache(tiny_checkpoint, tmp_path, 
     assert agent.predict("text", {"q": {"type": "noul", "instructions": "ok?"}})["answers"]["q"]["type"] == "noul"
     path, _ = resolve_checkpoint_dir("convaiinnovations/laya", "multilingual")
     assert path == agent.model_dir
+
+
+def test_bpe_tokenizer_checkpoint(bpe_checkpoint):
+    agent = laya.load(bpe_checkpoint, device="cpu")
+    tok = agent.tok
+    assert tok.mask_token == "[MASK]" and tok.pad_token == "[PAD]" and len(tok) < 5000
+    r = agent.predict("please refund my order", {"q": {"type": "choice", "instructions": "Which?", "criteria": ["a", "b"]}})
+    assert set(r["answers"]["q"]["probabilities"]) == {"a", "b"}
+
+
+def test_other_encoder_families_load(tmp_path):
+    from make_checkpoint import make_checkpoint
+
+    path = make_checkpoint(str(tmp_path / "bert"), "tiny", "wordpiece", seed=1, std=0.3, family="bert")
+    agent = laya.load(path, device="cpu")
+    assert type(agent.model.encoder).__name__ == "BertModel"
+    a = agent.predict("refund please", {"q": {"type": "noul", "instructions": "Refund?"}})["answers"]["q"]["noul"]
+    b = agent.predict("the app crashed", {"q": {"type": "noul", "instructions": "Refund?"}})["answers"]["q"]["noul"]
+    assert a != b
