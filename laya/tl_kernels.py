@@ -41,6 +41,7 @@ __all__ = [
     "rope_kernel",
     "attn_kernel",
     "compile_cpu",
+    "compile_many",
 ]
 
 GPU_DTYPES = ("bfloat16", "float16")
@@ -154,39 +155,72 @@ def _act(x, act: str):
 # ``get_tir`` exposes the PrimFunc (compile_cpu and the diagnostics compile it for target "c").
 
 
-_COMPILE_LOCK = threading.Lock()
+_CACHE_LOCK = threading.Lock()
 
 
 def _kernel_factory(build):
     sig = inspect.signature(build)
     cache: dict = {}
 
-    def _key(args, kwargs):
+    def key_of(args, kwargs):
         bound = sig.bind(*args, **kwargs)
         bound.apply_defaults()
-        return tuple(bound.arguments.items()), bound.arguments
+        return tuple(bound.arguments.items()), bound.arguments["cpu"]
+
+    def compile_one(prim, cpu):
+        if cpu:
+            return _compile_for_cpu(prim)
+        import tilelang
+
+        return tilelang.compile(prim, target="cuda", pass_configs=_gpu_pass_configs())
 
     @functools.wraps(build)
     def factory(*args, **kwargs):
-        key, arguments = _key(args, kwargs)
+        key, cpu = key_of(args, kwargs)
         kernel = cache.get(key)
         if kernel is None:
-            with _COMPILE_LOCK:
-                kernel = cache.get(key)
-                if kernel is None:
-                    if arguments["cpu"]:
-                        kernel = _compile_for_cpu(build(*args, **kwargs))
-                    else:
-                        import tilelang
-
-                        prim = build(*args, **kwargs)
-                        kernel = tilelang.compile(prim, target="cuda", pass_configs=_gpu_pass_configs())
-                    cache[key] = kernel
+            # Compile outside the lock (seconds each); a rare duplicate compile is harmless.
+            kernel = compile_one(build(*args, **kwargs), cpu)
+            with _CACHE_LOCK:
+                kernel = cache.setdefault(key, kernel)
         return kernel
 
     factory.get_tir = build
     factory.cache_clear = cache.clear
+    factory._key_of = key_of
+    factory._cache = cache
     return factory
+
+
+def compile_many(requests, num_workers=None):
+    """Compile several GPU kernels in parallel (nvcc dominates), filling the factories' caches.
+
+    ``requests`` is an iterable of ``(factory, args, kwargs)``; already-compiled ones are skipped.
+    Returns the kernels in request order.  Useful where many kernels are needed up front (the fast
+    path's constructor, the GPU tests, the benchmarks).
+    """
+    from tilelang.jit import par_compile
+
+    requests = [(f, tuple(a), dict(kw)) for f, a, kw in requests]
+    todo, seen = [], set()
+    for f, a, kw in requests:
+        key, cpu = f._key_of(a, kw)
+        if cpu:
+            raise ValueError("compile_many is for GPU kernels; use compile_cpu for the CPU ones")
+        if key not in f._cache and (f, key) not in seen:
+            seen.add((f, key))
+            todo.append((f, key, f.get_tir(*a, **kw)))
+    if todo:
+        kernels = par_compile(
+            [prim for _, _, prim in todo],
+            target="cuda",
+            pass_configs=_gpu_pass_configs(),
+            num_workers=num_workers,
+        )
+        with _CACHE_LOCK:
+            for (f, key, _), kern in zip(todo, kernels):
+                f._cache.setdefault(key, kern)
+    return [f(*a, **kw) for f, a, kw in requests]
 
 
 def _compile_for_cpu(prim):

@@ -211,6 +211,27 @@ def test_gpu_factories_reject_fp32():
 # CPU specialisation vs GPU kernels on the same (16-bit rounded) inputs
 
 
+@pytest.fixture(scope="module")
+def gpu_kernels():
+    """Compile the GPU side of the comparisons in parallel, once (nvcc dominates otherwise)."""
+    reqs = []
+    for dt in TL_NAME.values():
+        reqs += [(K.gemm_kernel, (N_, K_), dict(bias=b, act=a, dtype=dt)) for b, a in GEMM_CASES]
+        reqs.append((K.gemm_geglu_kernel, (N_, K_), dict(dtype=dt)))
+        reqs += [(K.add_ln_kernel, (LN_D,), dict(residual=r, bias=b, dtype=dt)) for r, b in LN_CASES]
+        reqs.append((K.rope_kernel, (RH, RDh), dict(dtype=dt)))
+        for w, dyn in ATTN_CASES:
+            shape = (None, None) if dyn else (AB, AL)
+            reqs.append((K.attn_kernel, (*shape, AH, ADh), dict(window=w, dtype=dt)))
+    try:
+        K.compile_many(reqs)
+    except Exception as e:  # fall back to one-by-one compiles inside the tests
+        import warnings
+
+        warnings.warn(f"parallel precompile failed: {type(e).__name__}: {e}")
+    return K
+
+
 def rounded(t, dt):
     """(GPU 16-bit copy, CPU fp32 copy of exactly the same values)."""
     t16 = t.to(dt)
@@ -220,7 +241,7 @@ def rounded(t, dt):
 @needs_cuda
 @pytest.mark.parametrize("dt", GPU_DTYPES)
 @pytest.mark.parametrize("bias,act", GEMM_CASES)
-def test_gemm_cpu_vs_gpu(dt, bias, act):
+def test_gemm_cpu_vs_gpu(gpu_kernels, dt, bias, act):
     A, W, b = gemm_inputs()
     (Ag, Ac), (Wg, Wc) = rounded(A, dt), rounded(W, dt)
     Cc = torch.empty(M_, N_)
@@ -232,7 +253,7 @@ def test_gemm_cpu_vs_gpu(dt, bias, act):
 
 @needs_cuda
 @pytest.mark.parametrize("dt", GPU_DTYPES)
-def test_geglu_cpu_vs_gpu(dt):
+def test_geglu_cpu_vs_gpu(gpu_kernels, dt):
     r = gen(3)
     A, W = r(M_, K_), r(2 * N_, K_, scale=0.1)
     (Ag, Ac), (Wg, Wc) = rounded(A, dt), rounded(W, dt)
@@ -246,7 +267,7 @@ def test_geglu_cpu_vs_gpu(dt):
 @needs_cuda
 @pytest.mark.parametrize("dt", GPU_DTYPES)
 @pytest.mark.parametrize("residual,bias", LN_CASES)
-def test_add_ln_cpu_vs_gpu(dt, residual, bias):
+def test_add_ln_cpu_vs_gpu(gpu_kernels, dt, residual, bias):
     X, R, w, b = ln_inputs()
     Rg, Rc = rounded(R, dt)
     Xc, Xg = X.clone(), X.cuda()
@@ -260,7 +281,7 @@ def test_add_ln_cpu_vs_gpu(dt, residual, bias):
 
 @needs_cuda
 @pytest.mark.parametrize("dt", GPU_DTYPES)
-def test_rope_cpu_vs_gpu(dt):
+def test_rope_cpu_vs_gpu(gpu_kernels, dt):
     qkv, cos, sin = rope_inputs()
     qg, qc = rounded(qkv, dt)
     K.compile_cpu(K.rope_kernel, RH, RDh)(qc, cos, sin)
@@ -272,7 +293,7 @@ def test_rope_cpu_vs_gpu(dt):
 @needs_cuda
 @pytest.mark.parametrize("dt", GPU_DTYPES)
 @pytest.mark.parametrize("window,dynamic", ATTN_CASES)
-def test_attn_cpu_vs_gpu(dt, window, dynamic):
+def test_attn_cpu_vs_gpu(gpu_kernels, dt, window, dynamic):
     qkv, lens = attn_inputs()
     qg, qc = rounded(qkv, dt)
     shape = (None, None) if dynamic else (AB, AL)
