@@ -13,22 +13,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import hooks as hooks_mod
-from .answers import Calibration, apply_min_confidence, check_min_confidence, clamp_temperatures, decode_answer, \
-    resolve_lang_temperatures
-from .calibration import read_calibration, write_calibration, TEMPERATURE_KEYS
+from .answers import clamp_temperatures, resolve_lang_temperatures
 from .checkpoint import load_config, load_tokenizer, load_weights, parse_digest_env, resolve_checkpoint_dir, \
     verify_digests
 from .device import Precision, precision_policy, resolve_device
 from .gate import ReadWriteGate
-from .hooks import HookRegistry, PredictContext
 from .model import build_model
-from .questions import Question, check_questions, keeps_tail, render_state
+from .pipeline import DEFAULT_MAX_LEN, Predictor
 from .registry import BUNDLE_REPO, looks_local, resolve_model_spec
-from .sequence import DEFAULT_HEAD_MAX_LEN, Batch, Row, build_row, collate, encode, question_cache, scrub_mask
+from .sequence import Batch
 
-MODEL_NAME = "laya-rl-agent"
-DEFAULT_MAX_LEN = 512
 OOM_MESSAGE = "GPU memory exceeded during inference. Retrying this request on CPU..."
 EAGER_NAMES = ("eager", "torch", "auto")
 # One OOM fallback at a time across agents: each moves a whole model between devices.
@@ -41,12 +35,6 @@ def inductor_cache_dir() -> str:
     return os.path.join(base, "laya", "torchinductor")
 
 
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
-
-
 def is_oom(error: BaseException, device: torch.device) -> bool:
     if device.type == "cpu":
         return False
@@ -54,7 +42,7 @@ def is_oom(error: BaseException, device: torch.device) -> bool:
         isinstance(error, RuntimeError) and "memory" in str(error))
 
 
-class Agent(HookRegistry):
+class Agent(Predictor):
     WARMUP_SHAPES = ((1, 64, 3), (4, 128, 5))
 
     def __init__(self, model_id_or_path: str = BUNDLE_REPO, device: Any = None, token: str | None = None,
@@ -73,11 +61,7 @@ class Agent(HookRegistry):
         if compile and not fast and compile_cache:
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())
             os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
-        self.hooks = hooks_mod.with_callables(hooks_mod.as_hooks(hooks), on_predict_start, on_predict_end)
-        self.hooks_raise = hooks_raise
-        self.hooks_concurrent = hooks_concurrent
-        self.hooks_timeout = hooks_timeout
-        self._hooks_lock = None if hooks_concurrent else threading.RLock()
+        self._setup_hooks(hooks, on_predict_start, on_predict_end, hooks_raise, hooks_concurrent, hooks_timeout)
 
         self.model_id_or_path = model_id_or_path
         self.model_id = str(model_id_or_path)
@@ -175,6 +159,17 @@ class Agent(HookRegistry):
 
     # ---- inference -----------------------------------------------------------------------------
 
+    def _max_positions(self) -> int | None:
+        limit = getattr(self.model.encoder.config, "max_position_embeddings", None)
+        return limit if isinstance(limit, int) else None
+
+    def _chunks_scope(self, chunked: bool) -> Any:
+        # On CUDA an outer (disabled) autocast scope keeps the inner scopes' cast-weight cache alive
+        # across chunks; each chunk would otherwise re-cast every weight to 16 bits.
+        if chunked and self.device.type == "cuda" and self.amp_enabled:
+            return torch.autocast("cuda", enabled=False)
+        return contextlib.nullcontext()
+
     def _run_forward(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         """The one forward the agent calls: (logits [N, K] fp32, act probabilities [N, n_act]) on the host.
 
@@ -235,142 +230,6 @@ class Agent(HookRegistry):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - start
-
-    # ---- the public predict API ------------------------------------------------------------------
-
-    def predict(self, state: Any, questions: dict, lang: str | None = None, hooks: Any = None,
-                on_predict_start: Any = None, on_predict_end: Any = None, hooks_raise: bool | None = None,
-                hooks_timeout: float | None = None, max_len: int | None = None, head_max_len: int | None = None,
-                min_confidence: Any = None) -> dict:
-        if state is None:
-            raise TypeError("state must be a str, dict or list, got None")
-        return self.predict_batch([state], questions, lang=lang, hooks=hooks, on_predict_start=on_predict_start,
-                                  on_predict_end=on_predict_end, hooks_raise=hooks_raise,
-                                  hooks_timeout=hooks_timeout, max_len=max_len, head_max_len=head_max_len,
-                                  min_confidence=min_confidence)[0]
-
-    system_one = predict
-
-    def predict_batch(self, states: Any, questions: dict, batch_size: int | None = None, lang: str | None = None,
-                      hooks: Any = None, on_predict_start: Any = None, on_predict_end: Any = None,
-                      hooks_raise: bool | None = None, hooks_timeout: float | None = None,
-                      max_len: int | None = None, head_max_len: int | None = None, sort_by_length: bool = False,
-                      min_confidence: Any = None) -> list[dict]:
-        if isinstance(states, (str, bytes, dict)) or not hasattr(states, "__iter__"):
-            raise TypeError(f"states must be a list of states, got {type(states).__name__}; "
-                            "use predict() for a single state")
-        states = list(states)
-        if not isinstance(questions, dict):
-            raise TypeError(f"questions must be a dict {{id: definition}}, got {type(questions).__name__}")
-        if batch_size is not None:
-            _positive_int(batch_size, "batch_size")
-        if lang is not None and not isinstance(lang, str):
-            raise TypeError(f"lang must be a language code string such as 'de', got {type(lang).__name__}")
-        min_confidence = check_min_confidence(min_confidence)
-        call_hooks = [*hooks_mod.default_hooks(), *self.hooks,
-                      *hooks_mod.with_callables(hooks_mod.as_hooks(hooks), on_predict_start, on_predict_end)]
-        raise_errors = self.hooks_raise if hooks_raise is None else hooks_raise
-        timeout = self.hooks_timeout if hooks_timeout is None else hooks_timeout
-        ctx = PredictContext(states=states, questions=questions, model=MODEL_NAME, agent=self,
-                             max_len=max_len, head_max_len=head_max_len)
-        hooks_mod.fire(call_hooks, "on_predict_start", ctx, raise_errors, timeout, self._hooks_lock)
-        if not ctx.skipped:
-            try:
-                ctx.results = self._answer(ctx.states, ctx.questions, batch_size, lang, ctx.max_len,
-                                           ctx.head_max_len, sort_by_length, min_confidence)
-            except Exception as e:
-                ctx.error = e
-                hooks_mod.fire(call_hooks, "on_error", ctx, False, timeout, self._hooks_lock)
-                raise
-            ctx.usage = {key: sum(r["usage"][key] for r in ctx.results) for key in ("input_tokens", "output_tokens")}
-        ctx.elapsed_ms = (time.time() - ctx.started_at) * 1000.0
-        hooks_mod.fire(call_hooks, "on_predict_end", ctx, raise_errors, timeout, self._hooks_lock)
-        return ctx.results
-
-    def _answer(self, states: list, questions: dict, batch_size: int | None, lang: str | None,
-                max_len: int | None, head_max_len: int | None, sort_by_length: bool,
-                min_confidence: Any) -> list[dict]:
-        if any(s is None for s in states):
-            raise TypeError("states must not contain None; pass a str, dict or list per state")
-        texts = [render_state(s) for s in states]
-        qs = check_questions(questions)
-        if not states:
-            return []
-        if not qs:
-            return [{"model": MODEL_NAME, "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
-                    for _ in states]
-        max_len = _positive_int(max_len if max_len is not None else int(self.cfg.get("max_len", DEFAULT_MAX_LEN)),
-                                "max_len")
-        head_max_len = _positive_int(head_max_len if head_max_len is not None
-                                     else int(self.cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN)), "head_max_len")
-        limit = getattr(self.model.encoder.config, "max_position_embeddings", None)
-        if isinstance(limit, int) and max_len > limit:
-            raise ValueError(f"max_len={max_len} exceeds the encoder's max_position_embeddings={limit}; "
-                             f"use max_len <= {limit}")
-        cal = Calibration(self.temperature, self.temperature_by_options, self.lang_temperatures, self.binning_map)
-        results: list[dict | None] = [None] * len(states)
-        n = len(states)
-        chunk = n if batch_size is None else batch_size
-        sorting = sort_by_length and batch_size is not None and 1 < batch_size < n
-        window = 8 * chunk if sorting else n
-        # On CUDA an outer (disabled) autocast scope keeps the inner scopes' cast-weight cache alive
-        # across chunks; each chunk would otherwise re-cast every weight to 16 bits.
-        keep_casts = torch.autocast("cuda", enabled=False) if self.device.type == "cuda" and self.amp_enabled \
-            and chunk < n else contextlib.nullcontext()
-        with question_cache(), keep_casts:
-            for start in range(0, n, window):
-                idx = list(range(start, min(n, start + window)))
-                encoded = {i: self._rows(texts[i], keeps_tail(states[i]), qs, max_len, head_max_len) for i in idx}
-                if sorting:  # similar lengths share a batch: less padding; results go back in input order
-                    idx.sort(key=lambda i: max(len(r.ids) for r in encoded[i][1]))
-                for c in range(0, len(idx), chunk):
-                    part = idx[c:c + chunk]
-                    rows = [r for i in part for r in encoded[i][1]]
-                    logits, act = self._infer(collate(rows, self.tok.pad_token_id))
-                    for j, i in enumerate(part):
-                        offset = j * len(qs)
-                        results[i] = self._result(qs, encoded[i], logits[offset:offset + len(qs)],
-                                                  act[offset:offset + len(qs)], cal, lang, min_confidence)
-        return results  # type: ignore[return-value]
-
-    def _rows(self, text: str, keep_tail: bool, qs: list[Question], max_len: int,
-              head_max_len: int) -> tuple[int, list[Row]]:
-        state_ids = encode(self.tok, scrub_mask(self.tok, text))
-        return len(state_ids), [build_row(self.tok, q, state_ids, keep_tail, max_len, head_max_len) for q in qs]
-
-    def _result(self, qs: list[Question], encoded: tuple[int, list[Row]], logits: np.ndarray, act: np.ndarray,
-                cal: Calibration, lang: str | None, min_confidence: Any) -> dict:
-        state_tokens, rows = encoded
-        answers = {}
-        for q, row, z, a in zip(qs, rows, logits, act):
-            answer = decode_answer(q, z, float(a[0]), cal, lang)
-            if min_confidence is not None:
-                apply_min_confidence(answer, min_confidence)
-            answers[q.qid] = answer
-        dropped = max(r.state_tokens_dropped for r in rows)
-        usage = {"input_tokens": sum(len(r.ids) for r in rows), "output_tokens": 0, "state_tokens": state_tokens,
-                 "state_tokens_dropped": dropped, "truncated": dropped > 0,
-                 "truncated_questions": [q.qid for q, r in zip(qs, rows) if r.state_tokens_dropped > 0]}
-        collapsed = {q.qid: {"total": q.k, "distinct": r.head.distinct, "tokens_per_option": r.head.tokens_per_option}
-                     for q, r in zip(qs, rows) if r.head.tokens_per_option is not None or r.head.distinct < q.k}
-        if collapsed:
-            usage["options"] = collapsed
-        return {"model": MODEL_NAME, "answers": answers, "usage": usage}
-
-    # ---- calibration ----------------------------------------------------------------------------
-
-    def load_calibration(self, path: str) -> None:
-        data = read_calibration(path, str(self.model_id_or_path), self.subfolder)
-        for key, value in data.items():
-            setattr(self, key, value)
-
-    def save_calibration(self, path: str) -> None:
-        config = {k: v for k, v in self.cfg.items() if k not in TEMPERATURE_KEYS}
-        payload = {"temperature": list(self.temperature), "temperature_by_options": dict(self.temperature_by_options),
-                   "model_id_or_path": str(self.model_id_or_path), "subfolder": self.subfolder, "config": config}
-        if self.binning_map:
-            payload["binning_map"] = self.binning_map
-        write_calibration(path, payload)
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

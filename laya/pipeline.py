@@ -1,0 +1,193 @@
+"""The request path every laya runtime shares: validate, tokenise, batch, call the forward, decode.
+
+A runtime (the torch Agent, the ONNX agent) subclasses `Predictor` and supplies `tok`, `cfg`, the
+calibration attributes and `_infer(batch) -> (logits [N, K] fp32, act probabilities [N, n_act])`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from . import hooks as hooks_mod
+from .answers import Calibration, apply_min_confidence, check_min_confidence, decode_answer
+from .calibration import TEMPERATURE_KEYS, read_calibration, write_calibration
+from .hooks import HookRegistry, PredictContext
+from .questions import Question, check_questions, keeps_tail, render_state
+from .sequence import DEFAULT_HEAD_MAX_LEN, Batch, Row, build_row, collate, encode, question_cache, scrub_mask
+
+DEFAULT_MAX_LEN = 512
+
+
+def positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+class Predictor(HookRegistry):
+    MODEL_NAME = "laya-rl-agent"
+
+    tok: Any
+    cfg: dict
+    temperature: list
+    temperature_by_options: dict
+    lang_temperatures: dict
+    binning_map: dict | None
+    model_id_or_path: Any
+    subfolder: str | None
+
+    def _infer(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _max_positions(self) -> int | None:
+        """The longest row the encoder accepts (None = no limit known)."""
+        return None
+
+    def _chunks_scope(self, chunked: bool) -> Any:
+        """A context around all forwards of one call (the torch Agent keeps autocast casts alive)."""
+        return contextlib.nullcontext()
+
+    def _setup_hooks(self, hooks: Any, on_predict_start: Any, on_predict_end: Any, hooks_raise: bool,
+                     hooks_concurrent: bool, hooks_timeout: float | None) -> None:
+        self.hooks = hooks_mod.with_callables(hooks_mod.as_hooks(hooks), on_predict_start, on_predict_end)
+        self.hooks_raise = hooks_raise
+        self.hooks_concurrent = hooks_concurrent
+        self.hooks_timeout = hooks_timeout
+        self._hooks_lock = None if hooks_concurrent else threading.RLock()
+
+    # ---- the public predict API ------------------------------------------------------------------
+
+    def predict(self, state: Any, questions: dict, lang: str | None = None, hooks: Any = None,
+                on_predict_start: Any = None, on_predict_end: Any = None, hooks_raise: bool | None = None,
+                hooks_timeout: float | None = None, max_len: int | None = None, head_max_len: int | None = None,
+                min_confidence: Any = None) -> dict:
+        if state is None:
+            raise TypeError("state must be a str, dict or list, got None")
+        return self.predict_batch([state], questions, lang=lang, hooks=hooks, on_predict_start=on_predict_start,
+                                  on_predict_end=on_predict_end, hooks_raise=hooks_raise,
+                                  hooks_timeout=hooks_timeout, max_len=max_len, head_max_len=head_max_len,
+                                  min_confidence=min_confidence)[0]
+
+    system_one = predict
+
+    def predict_batch(self, states: Any, questions: dict, batch_size: int | None = None, lang: str | None = None,
+                      hooks: Any = None, on_predict_start: Any = None, on_predict_end: Any = None,
+                      hooks_raise: bool | None = None, hooks_timeout: float | None = None,
+                      max_len: int | None = None, head_max_len: int | None = None, sort_by_length: bool = False,
+                      min_confidence: Any = None) -> list[dict]:
+        if isinstance(states, (str, bytes, dict)) or not hasattr(states, "__iter__"):
+            raise TypeError(f"states must be a list of states, got {type(states).__name__}; "
+                            "use predict() for a single state")
+        states = list(states)
+        if not isinstance(questions, dict):
+            raise TypeError(f"questions must be a dict {{id: definition}}, got {type(questions).__name__}")
+        if batch_size is not None:
+            positive_int(batch_size, "batch_size")
+        if lang is not None and not isinstance(lang, str):
+            raise TypeError(f"lang must be a language code string such as 'de', got {type(lang).__name__}")
+        min_confidence = check_min_confidence(min_confidence)
+        call_hooks = [*hooks_mod.default_hooks(), *self.hooks,
+                      *hooks_mod.with_callables(hooks_mod.as_hooks(hooks), on_predict_start, on_predict_end)]
+        raise_errors = self.hooks_raise if hooks_raise is None else hooks_raise
+        timeout = self.hooks_timeout if hooks_timeout is None else hooks_timeout
+        ctx = PredictContext(states=states, questions=questions, model=self.MODEL_NAME, agent=self,
+                             max_len=max_len, head_max_len=head_max_len)
+        hooks_mod.fire(call_hooks, "on_predict_start", ctx, raise_errors, timeout, self._hooks_lock)
+        if not ctx.skipped:
+            try:
+                ctx.results = self._answer(ctx.states, ctx.questions, batch_size, lang, ctx.max_len,
+                                           ctx.head_max_len, sort_by_length, min_confidence)
+            except Exception as e:
+                ctx.error = e
+                hooks_mod.fire(call_hooks, "on_error", ctx, False, timeout, self._hooks_lock)
+                raise
+            ctx.usage = {key: sum(r["usage"][key] for r in ctx.results) for key in ("input_tokens", "output_tokens")}
+        ctx.elapsed_ms = (time.time() - ctx.started_at) * 1000.0
+        hooks_mod.fire(call_hooks, "on_predict_end", ctx, raise_errors, timeout, self._hooks_lock)
+        return ctx.results
+
+    def _answer(self, states: list, questions: dict, batch_size: int | None, lang: str | None,
+                max_len: int | None, head_max_len: int | None, sort_by_length: bool,
+                min_confidence: Any) -> list[dict]:
+        if any(s is None for s in states):
+            raise TypeError("states must not contain None; pass a str, dict or list per state")
+        texts = [render_state(s) for s in states]
+        qs = check_questions(questions)
+        if not states:
+            return []
+        if not qs:
+            return [{"model": self.MODEL_NAME, "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
+                    for _ in states]
+        max_len = positive_int(max_len if max_len is not None else int(self.cfg.get("max_len", DEFAULT_MAX_LEN)),
+                                "max_len")
+        head_max_len = positive_int(head_max_len if head_max_len is not None
+                                     else int(self.cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN)), "head_max_len")
+        limit = self._max_positions()
+        if limit is not None and max_len > limit:
+            raise ValueError(f"max_len={max_len} exceeds the encoder's max_position_embeddings={limit}; "
+                             f"use max_len <= {limit}")
+        cal = Calibration(self.temperature, self.temperature_by_options, self.lang_temperatures, self.binning_map)
+        results: list[dict | None] = [None] * len(states)
+        n = len(states)
+        chunk = n if batch_size is None else batch_size
+        sorting = sort_by_length and batch_size is not None and 1 < batch_size < n
+        window = 8 * chunk if sorting else n
+        with question_cache(), self._chunks_scope(chunk < n):
+            for start in range(0, n, window):
+                idx = list(range(start, min(n, start + window)))
+                encoded = {i: self._rows(texts[i], keeps_tail(states[i]), qs, max_len, head_max_len) for i in idx}
+                if sorting:  # similar lengths share a batch: less padding; results go back in input order
+                    idx.sort(key=lambda i: max(len(r.ids) for r in encoded[i][1]))
+                for c in range(0, len(idx), chunk):
+                    part = idx[c:c + chunk]
+                    rows = [r for i in part for r in encoded[i][1]]
+                    logits, act = self._infer(collate(rows, self.tok.pad_token_id))
+                    for j, i in enumerate(part):
+                        offset = j * len(qs)
+                        results[i] = self._result(qs, encoded[i], logits[offset:offset + len(qs)],
+                                                  act[offset:offset + len(qs)], cal, lang, min_confidence)
+        return results  # type: ignore[return-value]
+
+    def _rows(self, text: str, keep_tail: bool, qs: list[Question], max_len: int,
+              head_max_len: int) -> tuple[int, list[Row]]:
+        state_ids = encode(self.tok, scrub_mask(self.tok, text))
+        return len(state_ids), [build_row(self.tok, q, state_ids, keep_tail, max_len, head_max_len) for q in qs]
+
+    def _result(self, qs: list[Question], encoded: tuple[int, list[Row]], logits: np.ndarray, act: np.ndarray,
+                cal: Calibration, lang: str | None, min_confidence: Any) -> dict:
+        state_tokens, rows = encoded
+        answers = {}
+        for q, row, z, a in zip(qs, rows, logits, act):
+            answer = decode_answer(q, z, float(a[0]), cal, lang)
+            if min_confidence is not None:
+                apply_min_confidence(answer, min_confidence)
+            answers[q.qid] = answer
+        dropped = max(r.state_tokens_dropped for r in rows)
+        usage = {"input_tokens": sum(len(r.ids) for r in rows), "output_tokens": 0, "state_tokens": state_tokens,
+                 "state_tokens_dropped": dropped, "truncated": dropped > 0,
+                 "truncated_questions": [q.qid for q, r in zip(qs, rows) if r.state_tokens_dropped > 0]}
+        collapsed = {q.qid: {"total": q.k, "distinct": r.head.distinct, "tokens_per_option": r.head.tokens_per_option}
+                     for q, r in zip(qs, rows) if r.head.tokens_per_option is not None or r.head.distinct < q.k}
+        if collapsed:
+            usage["options"] = collapsed
+        return {"model": self.MODEL_NAME, "answers": answers, "usage": usage}
+
+    # ---- calibration ----------------------------------------------------------------------------
+
+    def load_calibration(self, path: str) -> None:
+        data = read_calibration(path, str(self.model_id_or_path), self.subfolder)
+        for key, value in data.items():
+            setattr(self, key, value)
+
+    def save_calibration(self, path: str) -> None:
+        config = {k: v for k, v in self.cfg.items() if k not in TEMPERATURE_KEYS}
+        payload = {"temperature": list(self.temperature), "temperature_by_options": dict(self.temperature_by_options),
+                   "model_id_or_path": str(self.model_id_or_path), "subfolder": self.subfolder, "config": config}
+        if self.binning_map:
+            payload["binning_map"] = self.binning_map
+        write_calibration(path, payload)
