@@ -61,6 +61,16 @@ def best(cands):
     return label, cands[label]
 
 
+def try_time(make, call):
+    """Time one candidate configuration; a config TileLang cannot compile is reported, not fatal."""
+    try:
+        kern = make()
+    except Exception as e:
+        print(f"  config failed: {type(e).__name__}: {str(e).splitlines()[-1][:200]}", file=sys.stderr)
+        return float("inf")
+    return timeit(lambda: call(kern))
+
+
 def cfg_label(cfg):
     return ",".join(f"{k}={v}" for k, v in cfg.items()) or "default"
 
@@ -128,8 +138,7 @@ def main():
         t_torch = timeit(lambda: torch.matmul(A, W.t(), out=Ct))
         cands = {}
         for c in GEMM_CFGS:
-            k = K.gemm_kernel(N, Kd, **c)
-            cands[cfg_label(c)] = timeit(lambda: k(A, W, bv, C))
+            cands[cfg_label(c)] = try_time(lambda: K.gemm_kernel(N, Kd, **c), lambda k: k(A, W, bv, C))
         assert (C.float() - Ct.float()).abs().max().item() < 0.05
         lab, t = best(cands)
         res["gemm"].append({
@@ -155,8 +164,7 @@ def main():
     t_mm = timeit(lambda: torch.matmul(A, W.t(), out=Y))
     cands = {}
     for c in GEGLU_CFGS:
-        k = K.gemm_geglu_kernel(FF, D, **c)
-        cands[cfg_label(c)] = timeit(lambda: k(A, W, C))
+        cands[cfg_label(c)] = try_time(lambda: K.gemm_geglu_kernel(FF, D, **c), lambda k: k(A, W, C))
     assert (C.float() - torch_geglu().float()).abs().max().item() < 0.05
     lab, t = best(cands)
     flop = 2 * M * 2 * FF * D
@@ -181,8 +189,7 @@ def main():
     bytes_ln = M * D * (4 + 4 + 2 + 2)  # X read+write fp32, R read, Y write
     cands = {}
     for c in LN_CFGS:
-        k = K.add_ln_kernel(D, residual=True, bias=False, **c)
-        cands[cfg_label(c)] = timeit(lambda: k(X, R, w, bz, Yl))
+        cands[cfg_label(c)] = try_time(lambda: K.add_ln_kernel(D, residual=True, bias=False, **c), lambda k: k(X, R, w, bz, Yl))
     lab, t = best(cands)
     res["add_ln"] = {
         "M": M, "D": D, "bytes": bytes_ln, "torch_ms": t_torch, "torch_tb_s": bytes_ln / t_torch / 1e9,
@@ -210,8 +217,7 @@ def main():
     bytes_rope = M * 2 * H * DH * 2 * 2  # q and k read + written, bf16 (tables stay in cache)
     cands = {}
     for c in ROPE_CFGS:
-        k = K.rope_kernel(H, DH, **c)
-        cands[cfg_label(c)] = timeit(lambda: k(qkv, cos, sin))
+        cands[cfg_label(c)] = try_time(lambda: K.rope_kernel(H, DH, **c), lambda k: k(qkv, cos, sin))
     lab, t = best(cands)
     res["rope"] = {
         "M": M, "L": L, "H": H, "Dh": DH, "bytes": bytes_rope, "torch_ms": t_torch,
@@ -240,10 +246,9 @@ def main():
                  "sdpa_flash_tflops": 4 * B_ATTN * H * L * L * DH / t_flash / 1e9}
         cands = {}
         for c in ATTN_CFGS:
-            kern = K.attn_kernel(B_ATTN, L, H, DH, window=win, **c)
-            cands["static " + cfg_label(c)] = timeit(lambda: kern(qkv, lens, O))
-        kdyn = K.attn_kernel(None, None, H, DH, window=win)
-        cands["dynamic default"] = timeit(lambda: kdyn(qkv, lens, O))
+            cands["static " + cfg_label(c)] = try_time(
+                lambda: K.attn_kernel(B_ATTN, L, H, DH, window=win, **c), lambda k: k(qkv, lens, O))
+        cands["dynamic default"] = try_time(lambda: K.attn_kernel(None, None, H, DH, window=win), lambda k: k(qkv, lens, O))
         ref = F.scaled_dot_product_attention(q, k_, v, attn_mask=dense).transpose(1, 2).reshape(B_ATTN, L, -1)
         kern = K.attn_kernel(B_ATTN, L, H, DH, window=win)
         kern(qkv, lens, O)
