@@ -15,6 +15,10 @@ from .presets import (email_questions, guard_questions, moderation_questions, ro
 from .questions import QTYPE_NAMES, QTYPES, render_options  # noqa: E402
 from .registry import DEFAULT_MODELS  # noqa: E402
 from .hooks import HookRegistry, PredictContext  # noqa: E402
+from .lang import detect_language, detect_script, is_english  # noqa: E402
+from .router import RouteDecision, Router  # noqa: E402
+from .structured import DecisionResult, decide, decide_batch  # noqa: E402
+from . import hooks, lang, presets, router, structured  # noqa: E402,F401
 
 _LAZY = {
     "PINNED_REVISIONS": "laya.revisions",
@@ -29,7 +33,8 @@ _LAZY = {
 
 __all__ = ["__version__", "QTYPES", "QTYPE_NAMES", "render_options", "DEFAULT_MODELS", "HookRegistry",
            "PredictContext", "email_questions", "guard_questions", "moderation_questions", "router_questions",
-           "triage_questions", "hooks", "presets", *_LAZY]
+           "triage_questions", "detect_language", "detect_script", "is_english", "Router", "RouteDecision",
+           "DecisionResult", "decide", "decide_batch", "hooks", "lang", "presets", "router", "structured", *_LAZY]
 
 
 def __getattr__(name: str):

@@ -177,6 +177,19 @@ class Predictor(HookRegistry):
             usage["options"] = collapsed
         return {"model": self.MODEL_NAME, "answers": answers, "usage": usage}
 
+    # ---- structured decisions (laya.structured) --------------------------------------------------
+
+    def decide(self, state: Any, schema: Any = None, **kwargs: Any) -> Any:
+        """Values for a JSON schema / pydantic class about one state; see laya.structured.decide."""
+        from .structured import decide
+
+        return decide(self, state, schema, **kwargs)
+
+    def decide_batch(self, states: Any, schema: Any = None, **kwargs: Any) -> list:
+        from .structured import decide_batch
+
+        return decide_batch(self, states, schema, **kwargs)
+
     # ---- calibration ----------------------------------------------------------------------------
 
     def load_calibration(self, path: str) -> None:
