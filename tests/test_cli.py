@@ -43,7 +43,7 @@ def test_questions_file(tiny_checkpoint, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,code,fragment", [
-    (["some text"], 2, "no questions"),
+    (["some text", "--predict"], 2, "no questions"),
     (["x", "--preset", "triage", "--min-confidence", "2"], 2, "min_confidence"),
     (["x", "--preset", "triage", "--model", "./no/such/checkpoint"], 1, "Local model path not found"),
 ])
