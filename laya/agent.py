@@ -18,13 +18,14 @@ from .checkpoint import load_config, load_tokenizer, load_weights, parse_digest_
     verify_digests
 from .device import Precision, precision_policy, resolve_device
 from .gate import ReadWriteGate
+from . import backends
+from .compiled import check_compile_mode, compile_model, run_compiled
 from .model import build_model
 from .pipeline import DEFAULT_MAX_LEN, Predictor
 from .registry import BUNDLE_REPO, looks_local, resolve_model_spec
-from .sequence import Batch
+from .sequence import Batch, pad_tokens_to
 
 OOM_MESSAGE = "GPU memory exceeded during inference. Retrying this request on CPU..."
-EAGER_NAMES = ("eager", "torch", "auto")
 # One OOM fallback at a time across agents: each moves a whole model between devices.
 _FALLBACK_LOCK = threading.Lock()
 
@@ -53,11 +54,11 @@ class Agent(Predictor):
                  calibration: str | None = None, backend: str | None = None, compile_warmup: bool = True,
                  compile_cache: bool = False, compile_mode: str = "default"):
         if backend is not None:
-            backend = str(backend).strip().lower().replace("_", "-")
+            backend = backends.normalise(backend)
             if backend == "onnx":
                 raise ValueError("backend='onnx' is a separate agent class; use laya.load(..., backend='onnx') "
                                  "or ONNXAgent")
-            fast = compile = False
+            fast = compile = False  # an explicit backend wins over the legacy flags
         if compile and not fast and compile_cache:
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())
             os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
@@ -79,12 +80,11 @@ class Agent(Predictor):
         self.model = build_model(self.cfg, encoder_dir if os.path.isdir(encoder_dir) else None, pretrained=False)
         load_weights(self.model, model_dir)
         self.model.encoder.config.reference_compile = bool(compile)
-        self._compiled = False
+        self._compiled = False  # legacy compile=True: self.model is the torch.compile wrapper
+        self.compile_mode = compile_mode
         if compile and not fast:
-            if compile_mode not in ("default", "reduce-overhead"):
-                raise ValueError(f"compile_mode {compile_mode!r} is not supported; use 'default' or 'reduce-overhead'")
-            kwargs = {"mode": compile_mode} if compile_mode != "default" else {}
-            self.model = torch.compile(self.model, dynamic=True, **kwargs)
+            check_compile_mode(compile_mode)
+            self.model = compile_model(self.model, **({"mode": compile_mode} if compile_mode != "default" else {}))
             self._compiled = True
 
         self.temperature_raw = self.cfg.get("temperature", [1.0, 1.0, 1.0])
@@ -100,14 +100,13 @@ class Agent(Predictor):
         self.cpu_fallback_count = 0
         self.last_fallback_reason: str | None = None
         self._gate = ReadWriteGate()
-        self._backend_name = "eager"
+        self._backend: backends.Backend | None = None
+        self._backend_request: tuple[str, dict] | None = None  # re-installed after an OOM round trip
         self._place_model()
-        if backend is not None and backend not in EAGER_NAMES:
-            warnings.warn(f"laya: backend {backend!r} is unavailable (this build ships the eager forward "
-                          "only); using the eager forward instead.", RuntimeWarning, stacklevel=2)
+        if backend is not None:
+            self.set_backend(backend)
         elif fast:
-            warnings.warn("laya: the TileLang fast path is unavailable in this build; using the eager forward "
-                          "instead.", RuntimeWarning, stacklevel=2)
+            self.accelerate()
         if self._compiled and compile_warmup:
             try:
                 self.warmup()
@@ -153,9 +152,44 @@ class Agent(Predictor):
         self.model.to(device).eval()
         self.device, self.precision = device, precision
 
+    # ---- backends ----------------------------------------------------------------------------------
+
     @property
     def backend(self) -> str:
-        return "compile" if self._compiled else self._backend_name
+        if self._backend is not None:
+            return self._backend.name
+        return "compile" if self._compiled else "eager"
+
+    @property
+    def backend_object(self) -> backends.Backend | None:
+        return self._backend
+
+    def set_backend(self, name: str = "auto", strict: bool = False, **options: Any) -> str:
+        """Install a backend (waits for inference in flight); unavailable -> warning + eager, or raise if strict."""
+        name = backends.normalise(name)
+        with self._gate.writing():
+            self._detach_backend()
+            if self._compiled:  # a legacy torch.compile wrapper gives way to the backend layer
+                self.model = self.model._orig_mod
+                self.model.encoder.config.reference_compile = False
+                self._compiled = False
+            self._backend = backends.install(self, name, strict=strict, **options)
+            self._backend_request = (name, options)
+            return self._backend.name
+
+    def accelerate(self, use_graphs: bool = True, strict: bool = False) -> bool:
+        """The TileLang fast path; False (with a warning) when it cannot run here."""
+        return self.set_backend("tilelang", strict=strict, use_graphs=use_graphs) == "tilelang"
+
+    def deaccelerate(self) -> None:
+        with self._gate.writing():
+            self._detach_backend()
+            self._backend_request = None
+
+    def _detach_backend(self) -> None:
+        if self._backend is not None:
+            self._backend.uninstall()
+            self._backend = None
 
     # ---- inference -----------------------------------------------------------------------------
 
@@ -175,15 +209,26 @@ class Agent(Predictor):
 
         Backends replace `self.model.forward`; this method stays the same.
         """
-        rows = batch.input_ids.shape[0]
+        rows, length = batch.input_ids.shape
+        limit = self._backend.max_len if self._backend is not None else None
+        if limit is not None and length > limit:
+            raise ValueError(f"this request has rows of {length} tokens but the {self._backend.name} backend "
+                             f"was built for at most {limit}; pass max_len<={limit} or use backend='eager'")
         dtype = self.dtype_for(rows)
-        tensors = [t.to(self.device, non_blocking=True) for t in batch.tensors()]
+        tensors = tuple(t.to(self.device, non_blocking=True) for t in batch.tensors())
+        on_cuda = self.device.type == "cuda"
+        if self._compiled and on_cuda:  # some Inductor SDPA versions specialise on L mod 8
+            tensors = pad_tokens_to(tensors, 8, self.tok.pad_token_id)
         with torch.no_grad():
             # Autocast is never entered when off: entering it on some devices raises even if disabled.
             scope = torch.autocast(self.device.type, dtype=dtype) if dtype != torch.float32 \
                 else contextlib.nullcontext()
             with scope:
-                logits, act_logits = self.model(*tensors)
+                if self._compiled:
+                    logits, act_logits = run_compiled(self.model, tensors, on_cuda,
+                                                      mark_steps=self.compile_mode == "reduce-overhead")
+                else:
+                    logits, act_logits = self.model(*tensors)
             act = torch.softmax(act_logits.float(), dim=-1)
         return logits.float().cpu().numpy(), act.cpu().numpy()
 
@@ -202,7 +247,8 @@ class Agent(Predictor):
         with self._gate.writing(), _FALLBACK_LOCK:
             self.cpu_fallback_count += 1
             self.last_fallback_reason = f"{type(error).__name__}: {error}"
-            home, precision = self.device, self.precision
+            home, precision, request = self.device, self.precision, self._backend_request
+            self._detach_backend()  # device-bound kernels/graphs cannot follow the model to the CPU
             self._relocate(torch.device("cpu"), Precision(torch.float32, False))
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
@@ -211,7 +257,11 @@ class Agent(Predictor):
             finally:
                 try:
                     self._relocate(home, precision)
+                    if request is not None:
+                        self._backend = backends.install(self, request[0], **request[1])
                 except Exception as e:  # noqa: BLE001 - the agent keeps working, on the CPU
+                    self._detach_backend()
+                    self._relocate(torch.device("cpu"), Precision(torch.float32, False))
                     warnings.warn(f"laya: could not move the model back to {home} after the CPU retry "
                                   f"({type(e).__name__}: {e}); this agent stays on the CPU", RuntimeWarning,
                                   stacklevel=3)

@@ -74,9 +74,12 @@ class DecisionModel(nn.Module):
         self.register_buffer("temperature", torch.ones(3))
         self.head_checkpointing = False
 
-    def encode(self, input_ids, attention_mask, qtype, detach_encoder=False):
-        """Encoder states plus type embedding, through the head layers: [N, L, d]."""
-        h = self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+    def encode(self, input_ids, attention_mask, qtype, detach_encoder=False, encoder_mask=None):
+        """Encoder states plus type embedding, through the head layers: [N, L, d].
+
+        `encoder_mask` (optional) replaces the 2-D mask for the encoder only, e.g. `broadcast_masks`."""
+        mask = attention_mask if encoder_mask is None else encoder_mask
+        h = self.encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
         if detach_encoder:
             h = h.detach()
         h = h + self.type_emb(qtype)[:, None, :]
@@ -89,9 +92,20 @@ class DecisionModel(nn.Module):
                     h = head_layer(layer, h, pad)
         return h
 
-    def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False):
-        h = self.encode(input_ids, attention_mask, qtype, detach_encoder)
+    def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False,
+                encoder_mask=None):
+        h = self.encode(input_ids, attention_mask, qtype, detach_encoder, encoder_mask)
         return decide(self, h, marker_pos, marker_mask)
+
+
+def broadcast_masks(attention_mask: torch.Tensor, sliding_window: int) -> dict:
+    """ModernBERT masks that stay broadcast: global layers get the key mask [N, 1, 1, L], sliding layers
+    key mask AND the band |i - j| <= sliding_window as [N, 1, L, L]. The stock path builds [N, 1, L, L]
+    for both, which torch.compile may expand to rows x heads x L x L."""
+    key = attention_mask.bool()[:, None, None, :]
+    pos = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+    band = (pos[None, :] - pos[:, None]).abs() <= sliding_window
+    return {"full_attention": key, "sliding_attention": key & band}
 
 
 def decide(model: DecisionModel, h: torch.Tensor, marker_pos: torch.Tensor, marker_mask: torch.Tensor):

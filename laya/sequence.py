@@ -169,3 +169,14 @@ def collate(rows: list[Row], pad_id: int) -> Batch:
     marker_mask = torch.tensor([[True] * len(r.markers) + [False] * (k - len(r.markers)) for r in rows])
     qtype = torch.tensor([r.qtype for r in rows], dtype=torch.long)
     return Batch(input_ids, attention_mask, marker_pos, marker_mask, qtype, rows)
+
+
+def pad_tokens_to(tensors: tuple, multiple: int, pad_id: int) -> tuple:
+    """Right-pad the token axis of (ids, mask, ...) to a multiple (pad ids, mask 0); the rest unchanged."""
+    ids, mask, *rest = tensors
+    extra = -ids.shape[1] % multiple
+    if not extra:
+        return tensors
+    ids = torch.nn.functional.pad(ids, (0, extra), value=pad_id)
+    mask = torch.nn.functional.pad(mask, (0, extra), value=0)
+    return (ids, mask, *rest)

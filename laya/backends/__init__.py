@@ -1,0 +1,82 @@
+"""Backend names, the `auto` policy and installation. Adding a backend = one file + one REGISTRY line."""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from typing import Any
+
+from .base import Backend, BackendUnavailable
+
+REGISTRY = {  # name -> "module:class"
+    "eager": "laya.backends.eager:EagerBackend",
+    "compile": "laya.backends.compile:CompileBackend",
+    "tilelang": "laya.backends.tilelang:TileLangBackend",
+}
+NAMES = ("auto", *REGISTRY, "onnx")  # the published table; `known_names()` also sees later registrations
+ALIASES = {"fast": "tilelang", "torch": "eager", "torch.compile": "compile", "inductor": "compile"}
+
+
+def known_names() -> tuple[str, ...]:
+    return ("auto", *REGISTRY, "onnx")
+
+
+def normalise(name: Any) -> str:
+    if name is None:
+        return "eager"
+    key = str(name).strip().lower().replace("_", "-")
+    key = ALIASES.get(key, key)
+    if key not in known_names():
+        raise ValueError(f"unknown backend {name!r}; use one of {', '.join(known_names())} "
+                         f"(aliases: {', '.join(sorted(ALIASES))})")
+    return key
+
+
+def tilelang_importable() -> bool:
+    try:
+        importlib.import_module("tilelang")
+    except Exception:  # noqa: BLE001 - any import failure means: not usable here
+        return False
+    return True
+
+
+def auto_policy(agent: Any) -> str:
+    """TileLang on CUDA for ModernBERT in bf16/fp16 when tilelang imports; else compile on CUDA; else eager."""
+    import torch
+
+    if getattr(agent, "parallel_options", False) or agent.device.type != "cuda":
+        return "eager"
+    model_type = getattr(agent.model.encoder.config, "model_type", None)
+    if model_type == "modernbert" and agent.dtype in (torch.bfloat16, torch.float16) and tilelang_importable():
+        return "tilelang"
+    return "compile"
+
+
+def backend_class(name: str) -> type[Backend]:
+    module, cls = REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def make_backend(name: str, agent: Any, **options: Any) -> Backend:
+    name = normalise(name)
+    if name == "auto":
+        name = auto_policy(agent)
+    if name == "onnx":
+        raise BackendUnavailable("onnx runs as its own agent class, not as a forward; "
+                                 "use laya.load(..., backend='onnx', onnx_path=...)")
+    return backend_class(name)(agent, **options)
+
+
+def install(agent: Any, name: str, strict: bool = False, **options: Any) -> Backend:
+    """Build and install a backend on the agent's model; unavailable -> one warning and eager (or raise)."""
+    try:
+        backend = make_backend(name, agent, **options).install()
+    except BackendUnavailable as e:
+        if strict:
+            raise
+        resolved = normalise(name)
+        resolved = auto_policy(agent) if resolved == "auto" else resolved
+        warnings.warn(f"laya: backend '{resolved}' is unavailable ({e}); using the eager forward instead.",
+                      RuntimeWarning, stacklevel=3)
+        backend = backend_class("eager")(agent).install()
+    return backend

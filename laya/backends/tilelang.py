@@ -1,0 +1,50 @@
+"""The TileLang fast path as a backend: fused kernels, bf16/fp16, CUDA only."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import torch
+
+from .base import Backend, BackendUnavailable
+
+
+class TileLangBackend(Backend):
+    name = "tilelang"
+
+    def __init__(self, agent: Any, use_graphs: bool = True, verbose: bool = False):
+        super().__init__(agent)
+        self.use_graphs = use_graphs
+        self.verbose = verbose
+        self.fast = None
+
+    def _install(self) -> None:
+        agent = self.agent
+        if agent.device.type != "cuda":
+            raise BackendUnavailable(f"it needs a CUDA device, the agent runs on {agent.device.type}")
+        if agent.dtype not in (torch.bfloat16, torch.float16):
+            raise BackendUnavailable(f"it runs in bf16 or fp16, the agent's dtype is {agent.dtype}")
+        model_type = getattr(agent.model.encoder.config, "model_type", None)
+        if model_type != "modernbert":
+            raise BackendUnavailable(f"its kernels implement ModernBERT, this encoder is {model_type!r}")
+        try:
+            importlib.import_module("tilelang")
+        except Exception as e:  # noqa: BLE001
+            raise BackendUnavailable(f"tilelang does not import ({type(e).__name__}: {e}); "
+                                     "install the 'fast' extra: pip install 'laya[fast]'") from None
+        try:
+            fast_module = importlib.import_module("laya.fast")
+        except ImportError:
+            raise BackendUnavailable("the fused forward (laya.fast) is not part of this build") from None
+        self.fast = fast_module.FastLaya(agent, use_graphs=self.use_graphs, verbose=self.verbose)
+        self.max_len = self.fast.max_len
+
+    def _uninstall(self) -> None:
+        self.fast = None
+
+    def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False):
+        return self.fast(input_ids, attention_mask, marker_pos, marker_mask, qtype)
+
+    def warmup(self, shapes: Any = None) -> float:
+        return self.fast.warmup(shapes) if self.fast is not None else 0.0

@@ -1,0 +1,196 @@
+"""The backend layer on the CPU: names, auto, buckets, padding, fallback, switching, compile rules."""
+
+import os
+import threading
+import time
+import warnings
+
+import pytest
+import torch
+
+import laya
+from laya import backends
+from laya.backends.base import Backend, BackendUnavailable, bucket_rows, bucket_tokens, pad_batch
+
+QUESTIONS = {"q": {"type": "choice", "instructions": "Which?", "criteria": ["a", "b", "c"]},
+             "n": {"type": "noul", "instructions": "Urgent?"}}
+
+
+@pytest.fixture()
+def fresh(tiny_checkpoint):
+    return laya.load(tiny_checkpoint, device="cpu")
+
+
+def test_names_and_aliases():
+    assert backends.NAMES == ("auto", "eager", "compile", "tilelang", "onnx")
+    for given, want in [(None, "eager"), (" Fast ", "tilelang"), ("torch", "eager"), ("torch.compile", "compile"),
+                        ("inductor", "compile"), ("AUTO", "auto")]:
+        assert backends.normalise(given) == want
+    with pytest.raises(ValueError, match=r"unknown backend 'tensorrt'; use one of auto, eager, compile, tilelang, onnx"):
+        backends.normalise("tensorrt")
+
+
+def test_auto_is_eager_on_cpu(fresh):
+    assert backends.auto_policy(fresh) == "eager"
+    assert fresh.set_backend("auto") == "eager" and fresh.backend == "eager"
+
+
+@pytest.mark.parametrize("rows,tokens,max_len,want", [(1, 5, None, (1, 16)), (3, 70, None, (4, 80)),
+                                                      (5, 256, None, (8, 256)), (2, 257, None, (2, 320)),
+                                                      (1, 1000, 512, (1, 512)), (16, 16, None, (16, 16))])
+def test_buckets(rows, tokens, max_len, want):
+    assert (bucket_rows(rows), bucket_tokens(tokens, max_len)) == want
+
+
+def test_padding_rows_stay_finite_and_real_rows_unchanged(fresh):
+    from laya.questions import check_questions
+    from laya.sequence import collate
+    rows = [r for s in ("refund me", "the app is broken and crashes") for r in fresh._rows(s, False, check_questions(QUESTIONS), 512, 192)[1]]
+    batch = collate(rows[:3], 0)
+    (ids, mask, pos, live, qt), (n, length) = pad_batch(*batch.tensors(), max_len=512, keep_one_token=True)
+    assert ids.shape == (4, 32) and (n, length) == (3, batch.input_ids.shape[1])
+    assert mask[3].tolist() == [1] + [0] * 31 and live[3].tolist() == [True, False, False] and qt[3] == 0
+    with torch.no_grad():
+        logits, act = fresh.model(ids, mask, pos, live, qt)
+        ref, ref_act = fresh.model(*batch.tensors())
+    assert torch.isfinite(logits).all() and torch.isfinite(act).all()
+    torch.testing.assert_close(logits[:3], ref, atol=1e-4, rtol=0)  # token padding only reorders sums
+    (_, empty_mask, *_), _ = pad_batch(*batch.tensors(), max_len=512)
+    assert empty_mask[3].sum() == 0
+
+
+def test_unavailable_backend_warns_once_and_strict_raises(fresh):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert fresh.set_backend("compile") == "eager"
+    assert [str(w.message) for w in caught] == [
+        "laya: backend 'compile' is unavailable (it is CUDA-only, the agent runs on cpu (compile=True still "
+        "compiles on the CPU)); using the eager forward instead."]
+    with pytest.raises(BackendUnavailable, match="CUDA"):
+        fresh.set_backend("tilelang", strict=True)
+    assert fresh.accelerate() is False and fresh.backend == "eager"
+    with pytest.raises(BackendUnavailable, match="separate|own agent"):
+        fresh.set_backend("onnx", strict=True)
+
+
+class SlowBackend(Backend):
+    name = "slow"
+    installs = 0
+
+    def _install(self):
+        SlowBackend.installs += 1
+
+    def forward(self, *args, **kwargs):
+        time.sleep(0.4)
+        self.finished = time.perf_counter()
+        return self.stock_forward(*args, **kwargs)
+
+
+@pytest.fixture()
+def slow_registered(monkeypatch):
+    monkeypatch.setitem(backends.REGISTRY, "slow", f"{__name__}:SlowBackend")
+    return SlowBackend
+
+
+def test_custom_backend_install_uninstall_idempotent(fresh, slow_registered):
+    before = fresh.predict("hello", QUESTIONS)
+    assert fresh.set_backend("slow") == "slow" and fresh.backend_object.installed
+    obj = fresh.backend_object
+    obj.install()
+    assert SlowBackend.installs >= 1 and fresh.model.forward == obj.forward
+    assert fresh.predict("hello", QUESTIONS) == before
+    assert fresh.warmup(shapes=((1, 16, 2),)) > 0
+    fresh.deaccelerate()
+    obj.uninstall()
+    assert fresh.backend == "eager" and fresh.backend_object is None and "forward" not in fresh.model.__dict__
+
+
+def test_switching_waits_for_inference_in_flight(fresh, slow_registered):
+    fresh.set_backend("slow")
+    obj = fresh.backend_object
+    worker = threading.Thread(target=fresh.predict, args=("hello", QUESTIONS))
+    worker.start()
+    time.sleep(0.1)  # the slow forward is now running
+    fresh.set_backend("eager")
+    switched = time.perf_counter()
+    worker.join()
+    assert obj.finished <= switched and fresh.backend == "eager"
+
+
+def test_compile_mode_validation(tiny_checkpoint):
+    with pytest.raises(ValueError, match="compile_mode 'max-autotune' is not supported"):
+        laya.load(tiny_checkpoint, device="cpu", compile=True, compile_mode="max-autotune", compile_warmup=False)
+
+
+def test_compile_cache_environment_rules(tiny_checkpoint, tmp_path, monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    laya.load(tiny_checkpoint, device="cpu", compile=False, compile_cache=True)
+    assert "TORCHINDUCTOR_CACHE_DIR" not in os.environ  # eager loads leave the environment alone
+    agent = laya.load(tiny_checkpoint, device="cpu", compile=True, compile_cache=True, compile_warmup=False)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "xdg" / "laya" / "torchinductor")
+    assert os.path.isdir(os.environ["TORCHINDUCTOR_CACHE_DIR"]) and agent.backend == "compile"
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/path")
+    laya.load(tiny_checkpoint, device="cpu", compile=True, compile_cache=True, compile_warmup=False)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "home" / ".cache" / "laya" / "torchinductor")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    laya.load(tiny_checkpoint, device="cpu", compile=True, compile_cache=True, compile_warmup=False)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")  # an existing setting wins
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    with pytest.raises(OSError):
+        laya.load(tiny_checkpoint, device="cpu", compile=True, compile_cache=True, compile_warmup=False)
+
+
+def test_explicit_backend_wins_over_legacy_flags(tiny_checkpoint):
+    agent = laya.load(tiny_checkpoint, device="cpu", compile=True, backend="eager", compile_warmup=False)
+    assert agent.backend == "eager" and not agent._compiled
+
+
+def test_dynamo_one_graph_for_many_shapes(fresh):
+    """Independent dims: eight shapes, one dynamo graph, outputs within 1e-4 of eager."""
+    from laya.compiled import independent_dims
+
+    graphs = []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    model = fresh.model
+    compiled = torch.compile(model, dynamic=True, backend=counting_backend)
+    gen = torch.Generator().manual_seed(1234)
+    for rows, tokens, markers in [(4, 40, 4), (4, 57, 4), (3, 70, 4), (5, 33, 2), (2, 90, 3), (8, 130, 5),
+                                  (6, 61, 6), (7, 45, 3)]:
+        ids = torch.randint(1000, 20000, (rows, tokens), generator=gen)
+        mask = torch.ones(rows, tokens, dtype=torch.long)
+        mask[0, tokens // 2:] = 0
+        pos = torch.arange(1, markers + 1).repeat(rows, 1)
+        live = torch.ones(rows, markers, dtype=torch.bool)
+        qtype = torch.randint(0, 3, (rows,), generator=gen)
+        with torch.no_grad(), independent_dims():
+            got = compiled(ids, mask, pos, live, qtype)
+        with torch.no_grad():
+            want = model(ids, mask, pos, live, qtype)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=0)
+    assert len(graphs) == 1
+
+
+def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh):
+    """compile=True keeps working on the CPU (Inductor C++); one graph serves both multi-row shapes.
+    The slowest test here (~1 min on 2 cores): lazy compilation, a single graph."""
+    agent = laya.load(tiny_checkpoint, device="cpu", compile=True, compile_warmup=False)
+    assert agent.backend == "compile"
+    for states in (["refund my order", "the app crashes"], ["hello", "x " * 60, "cancel it"]):
+        got = agent.predict_batch(states, QUESTIONS)
+        want = fresh.predict_batch(states, QUESTIONS)
+        for g, w in zip(got, want):
+            for qid in QUESTIONS:
+                assert g["answers"][qid]["confidence"] == pytest.approx(w["answers"][qid]["confidence"], abs=2e-4)
+    assert agent.set_backend("eager") == "eager" and not agent._compiled  # the wrapper is unwrapped
+    assert type(agent.model).__name__ == "DecisionModel"
