@@ -1,0 +1,241 @@
+"""Structured decisions: schema -> question mapping, SchemaError paths, answer projection, decide/decide_batch."""
+
+import enum
+from typing import Literal, Optional
+
+import pytest
+
+from laya.structured import (MAX_OPTIONS, MAX_PROPERTIES, DecisionResult, SchemaError, answers_to_json, decide,
+                             decide_batch, plan_from_json_schema, questions_from_json_schema)
+
+
+def obj(**props):
+    return {"type": "object", "properties": props}
+
+
+# ---- mapping ------------------------------------------------------------------------------------
+
+def test_mapping_of_each_property_kind():
+    qs = questions_from_json_schema(obj(
+        team={"enum": ["billing", "tech", 3, None], "description": "Which team handles `body`?"},
+        only={"const": "x"},
+        flag={"enum": [True, False]},
+        urgent={"type": "boolean"},
+        stars={"type": "integer", "minimum": 1, "maximum": 5},
+        level={"type": "number", "minimum": 0.0, "maximum": 2.0},
+        strict={"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 4},
+    ))
+    assert qs["team"] == {"type": "choice", "instructions": "Which team handles `body`?",
+                          "criteria": {"billing": None, "tech": None, "3": None, "null": None}}
+    assert qs["only"] == {"type": "choice", "instructions": "What is `only`?", "criteria": {"x": None}}
+    assert qs["flag"] == {"type": "noul", "instructions": "Is `flag` true?"}
+    assert qs["urgent"] == {"type": "noul", "instructions": "Is `urgent` true?"}
+    assert qs["stars"] == {"type": "score", "instructions": "Score `stars` from 1 to 5",
+                           "criteria": ["1", "2", "3", "4", "5"]}
+    assert qs["level"]["criteria"] == ["0", "1", "2"] and qs["strict"]["criteria"] == ["1", "2", "3"]
+    from laya.questions import check_questions
+    assert len(check_questions(qs)) == 7  # every mapped question is valid for the model
+
+
+def test_refs_allof_optional_and_nullable_types():
+    schema = {"type": "object", "$defs": {"Team": {"enum": ["a", "b"], "description": "from defs"}},
+              "definitions": {"Level": {"type": "integer", "minimum": 0, "maximum": 2}},
+              "properties": {
+                  "team": {"$ref": "#/$defs/Team", "description": "sibling wins"},
+                  "level": {"allOf": [{"$ref": "#/definitions/Level"}]},
+                  "maybe": {"anyOf": [{"type": "boolean"}, {"type": "null"}]},
+                  "either": {"oneOf": [{"type": "null"}, {"$ref": "#/$defs/Team"}]},
+                  "typed": {"type": ["boolean", "null"]}}}
+    plan = plan_from_json_schema(schema)
+    assert plan.questions["team"]["instructions"] == "sibling wins"
+    assert plan.questions["level"]["type"] == "score" and plan.questions["either"]["type"] == "choice"
+    assert plan.fields["maybe"].nullable and plan.fields["typed"].nullable and not plan.fields["team"].nullable
+
+
+@pytest.mark.parametrize("schema,path,fragment", [
+    ([], "#", "JSON-schema dict"),
+    ({"type": "array"}, "#", "top level must be an object"),
+    ({"type": "object", "properties": {}}, "#/properties", "non-empty"),
+    (obj(**{f"p{i}": {"type": "boolean"} for i in range(MAX_PROPERTIES + 1)}), "#/properties", "at most 32"),
+    (obj(name={"type": "string"}), "#/properties/name", "type 'string'"),
+    (obj(tags={"type": "array"}), "#/properties/tags", "type 'array'"),
+    (obj(inner={"type": "object", "properties": {}}), "#/properties/inner", "type 'object'"),
+    (obj(n={"type": "integer"}), "#/properties/n", "minimum"),
+    (obj(n={"type": "integer", "minimum": 0, "maximum": 10}), "#/properties/n", "11 levels"),
+    (obj(n={"type": "number", "minimum": 0.5, "maximum": 3}), "#/properties/n", "minimum"),
+    (obj(e={"enum": []}), "#/properties/e/enum", "non-empty"),
+    (obj(e={"enum": list(range(MAX_OPTIONS + 1))}), "#/properties/e/enum", "at most 32"),
+    (obj(e={"enum": [1, "1"]}), "#/properties/e/enum", "both read as '1'"),
+    (obj(e={"enum": [{"a": 1}]}), "#/properties/e/enum", "not a scalar"),
+    (obj(r={"$ref": "#/$defs/Missing"}), "#/properties/r", "points at nothing"),
+    (obj(r={"$ref": "http://x/y"}), "#/properties/r", "only local"),
+    ({"type": "object", "$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}},
+      "properties": {"a": {"$ref": "#/$defs/A"}}}, "#/properties/a", "circular"),
+    (obj(x={"allOf": [{"type": "boolean"}, {"description": "d"}]}), "#/properties/x", "single branch"),
+    (obj(x={"anyOf": [{"type": "boolean"}, {"type": "integer"}]}), "#/properties/x", "Optional"),
+    (obj(x={"type": ["boolean", "integer"]}), "#/properties/x", "[X, 'null']"),
+    (obj(x={"description": "no type"}), "#/properties/x", "needs an enum"),
+])
+def test_schema_errors_name_the_path(schema, path, fragment):
+    with pytest.raises(SchemaError, match=fragment) as info:
+        plan_from_json_schema(schema)
+    assert info.value.path == path and isinstance(info.value, ValueError) and path in str(info.value)
+
+
+# ---- projection with a fake runner (no model) ---------------------------------------------------
+
+SCHEMA = obj(team={"enum": ["billing", 3, None]}, urgent={"type": "boolean"},
+             stars={"type": "integer", "minimum": 1, "maximum": 3}, flag={"enum": [False, True]})
+
+
+def fake_answers(low=()):
+    answers = {
+        "team": {"type": "choice", "choice": "3", "probabilities": {"billing": 0.2, "3": 0.7, "null": 0.1},
+                 "confidence": 0.3, "answer_confidence": 0.7},
+        "urgent": {"type": "noul", "noul": 0.5, "confidence": 0.5, "answer_confidence": 0.5},
+        # the expected level 0.95 would round to level 1 (stars=2); the argmax is level 0 -> stars=1
+        "stars": {"type": "score", "score": 0.95, "probabilities": {"0": 0.5, "1": 0.05, "2": 0.45},
+                  "confidence": 0.2, "answer_confidence": 0.5},
+        "flag": {"type": "noul", "noul": 0.2, "confidence": 0.8, "answer_confidence": 0.8},
+    }
+    for k in low:
+        answers[k]["low_confidence"] = True
+    return answers
+
+
+class FakeRunner:
+    def __init__(self, low=()):
+        self.low, self.calls = low, []
+
+    def predict(self, state, questions, **kw):
+        self.calls.append(("predict", state, questions, kw))
+        return {"model": "fake", "answers": fake_answers(self.low), "usage": {"input_tokens": 1}}
+
+    def predict_batch(self, states, questions, **kw):
+        self.calls.append(("predict_batch", states, questions, kw))
+        return [{"model": "fake", "answers": fake_answers(self.low), "usage": {}} for _ in states]
+
+
+class FakeRouterRunner(FakeRunner):
+    def route(self, *a, **kw):
+        raise AssertionError("decide_batch must not route by itself")
+
+    def predict_batch(self, requests, **kw):
+        self.calls.append(("requests", requests, kw))
+        return [{"model": "fake", "answers": fake_answers(), "usage": {}, "routing": {"model": "x"}}
+                for _ in requests]
+
+
+def test_projection_to_values():
+    values = decide(FakeRunner(), "state", SCHEMA)
+    assert values == {"team": 3, "urgent": True, "stars": 1, "flag": False}
+    assert type(values["team"]) is int  # the original enum value, not its label
+
+
+def test_low_confidence_answers_become_none_and_min_confidence_is_passed_on():
+    runner = FakeRunner(low=("team", "stars"))
+    values = decide(runner, "s", SCHEMA, min_confidence=0.6, max_len=64)
+    assert values["team"] is None and values["stars"] is None and values["urgent"] is True
+    assert runner.calls[0][3] == {"min_confidence": 0.6, "max_len": 64}
+
+
+def test_details():
+    result = decide(FakeRunner(), "s", SCHEMA, return_details=True)
+    assert isinstance(result, DecisionResult) and result.values["team"] == 3
+    assert result.probabilities["urgent"] == {"false": 0.5, "true": 0.5}
+    assert result.probabilities["flag"] == {"false": 0.8, "true": 0.2}
+    assert result.probabilities["stars"] == {"1": 0.5, "2": 0.05, "3": 0.45}
+    assert result.confidence["team"] == 0.3 and result.answer_confidence["team"] == 0.7
+    assert result.usage == {"input_tokens": 1} and result.routing is None and result.answers["team"]["choice"] == "3"
+
+
+def test_questions_mode_returns_raw_answers():
+    qs = {"urgent": {"type": "noul", "instructions": "Urgent?"}}
+    assert decide(FakeRunner(), "s", questions=qs) == fake_answers()
+    assert decide(FakeRunner(), "s", questions=qs, return_details=True).probabilities["urgent"] == \
+        {"false": 0.5, "true": 0.5}
+
+
+def test_argument_errors():
+    with pytest.raises(ValueError, match="exactly one"):
+        decide(FakeRunner(), "s")
+    with pytest.raises(ValueError, match="exactly one"):
+        decide(FakeRunner(), "s", SCHEMA, questions={})
+    with pytest.raises(TypeError, match="predict"):
+        decide(object(), "s", SCHEMA)
+    with pytest.raises(TypeError, match="pydantic"):
+        decide(FakeRunner(), "s", int)
+    with pytest.raises(TypeError, match="list of states"):
+        decide_batch(FakeRunner(), "one state", SCHEMA)
+    with pytest.raises(ValueError, match="lack the schema properties"):
+        answers_to_json({}, SCHEMA)
+
+
+def test_decide_batch_for_agents_and_routers():
+    runner = FakeRunner()
+    out = decide_batch(runner, ["a", "b"], SCHEMA, batch_size=4)
+    assert len(out) == 2 and out[0]["team"] == 3 and runner.calls[0][3] == {"batch_size": 4}
+    router = FakeRouterRunner()
+    details = decide_batch(router, ["a", "b"], SCHEMA, return_details=True, model="tiny", lang="es", batch_size=2)
+    _, requests, kw = router.calls[0]
+    assert [r["state"] for r in requests] == ["a", "b"] and all(r["model"] == "tiny" and r["lang"] == "es"
+                                                                  for r in requests)
+    assert kw == {"batch_size": 2} and details[1].routing == {"model": "x"}
+
+
+# ---- pydantic v2 ---------------------------------------------------------------------------------
+
+pydantic = pytest.importorskip("pydantic", minversion="2")
+
+
+class Team(enum.Enum):
+    billing = "billing"
+    three = 3
+
+
+class Ticket(pydantic.BaseModel):
+    team: Optional[Team] = pydantic.Field(default=None, description="Which team handles `message`?")
+    urgent: bool
+    stars: int = pydantic.Field(ge=1, le=3)
+    flag: Literal[False, True] = False
+
+
+def test_pydantic_mapping_and_instance():
+    from laya.structured import questions_from_pydantic
+
+    qs = questions_from_pydantic(Ticket)
+    assert qs["team"] == {"type": "choice", "instructions": "Which team handles `message`?",
+                          "criteria": {"billing": None, "3": None}}
+    assert qs["stars"]["type"] == "score" and qs["flag"]["type"] == "noul" and qs["urgent"]["type"] == "noul"
+
+    class Runner(FakeRunner):
+        def predict(self, state, questions, **kw):
+            answers = fake_answers()
+            answers["team"] = {"type": "choice", "choice": "3", "probabilities": {"billing": 0.3, "3": 0.7},
+                               "confidence": 0.1, "answer_confidence": 0.7}
+            return {"model": "fake", "answers": answers, "usage": {}}
+
+    ticket = decide(Runner(), "s", Ticket)
+    assert ticket == Ticket(team=Team.three, urgent=True, stars=1, flag=False)
+
+
+def test_pydantic_abstention_on_a_required_field_is_explained():
+    class Runner(FakeRunner):
+        def predict(self, state, questions, **kw):
+            answers = fake_answers(low=("urgent",))
+            answers["team"]["probabilities"] = {"billing": 0.3, "3": 0.7}
+            return {"model": "fake", "answers": answers, "usage": {}}
+
+    with pytest.raises(ValueError, match=r"\['urgent'\] abstained .* make them Optional"):
+        decide(Runner(), "s", Ticket, min_confidence=0.9)
+    assert decide(Runner(), "s", Ticket, return_details=True).values["urgent"] is None
+
+
+def test_decide_on_the_tiny_agent(agent):
+    values = agent.decide("I was charged twice", SCHEMA)
+    assert set(values) == {"team", "urgent", "stars", "flag"} and values["stars"] in (1, 2, 3)
+    assert values["team"] in ("billing", 3, None) and isinstance(values["urgent"], bool)
+    batch = agent.decide_batch(["I was charged twice", "the app crashes"], Ticket, return_details=True,
+                               min_confidence=0.0)
+    assert [sorted(d.values) for d in batch] == [sorted(Ticket.model_fields)] * 2
+    assert all(isinstance(d, DecisionResult) for d in batch)
