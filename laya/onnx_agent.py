@@ -1,0 +1,228 @@
+"""ONNXAgent: the laya request path (laya.pipeline.Predictor) over an exported ONNX graph.
+
+Same predict / predict_batch contract and result shape as the torch Agent; only the forward differs:
+ONNX Runtime runs the graph written by `scripts/export_onnx.py` (laya.export.onnx). No model weights
+are read from the checkpoint: it supplies the config, tokenizer and encoder config only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .answers import clamp_temperatures, resolve_lang_temperatures
+from .checkpoint import file_sha256, load_config, load_tokenizer, parse_digest_env, resolve_checkpoint_dir, \
+    verify_digests
+from .pipeline import Predictor
+from .registry import BUNDLE_REPO
+from .sequence import Batch
+
+INPUT_NAMES = ("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype")
+OUTPUT_NAMES = ("logits", "act_logits")
+MIN_MARKERS = 2  # the graph holds only the topk(2) branch of the confidence features
+GRAPH_DIGEST_KEYS = ("onnx", "onnx_path")
+CPU_EP = "CPUExecutionProvider"
+CUDA_EP = "CUDAExecutionProvider"
+PREFIX = "laya ONNX"
+
+
+def _ort() -> Any:
+    try:
+        import onnxruntime
+    except ImportError as e:
+        raise ImportError("ONNXAgent needs onnxruntime: pip install onnxruntime (or onnxruntime-gpu)") from e
+    return onnxruntime
+
+
+def default_threads() -> int:
+    """Cores this process may use (a container's CPU set can be smaller than os.cpu_count())."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def check_providers(providers: Any) -> list | None:
+    """None (choose automatically) or a list of provider names / (name, options) pairs ORT offers."""
+    if providers is None:
+        return None
+    if isinstance(providers, str):
+        providers = [providers]
+    available = _ort().get_available_providers()
+    out = []
+    for p in providers:
+        name = p[0] if isinstance(p, (tuple, list)) else p
+        if not isinstance(name, str) or name not in available:
+            raise ValueError(f"ONNX Runtime provider {name!r} is not available here; available: {available}")
+        out.append(tuple(p) if isinstance(p, (tuple, list)) else p)
+    return out
+
+
+def create_session(path: str, providers: Any = None, threads: int | None = None) -> Any:
+    """An InferenceSession with full graph optimisation, `threads` intra-op threads and no spinning.
+
+    Spinning worker threads would keep burning the cores between calls and slow any PyTorch (or other
+    ORT) work sharing the process. CUDA is used when ORT offers it; if it fails to start, CPU with a
+    warning.
+    """
+    ort = _ort()
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = threads or default_threads()
+    opts.inter_op_num_threads = 1
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    chosen = check_providers(providers)
+    if chosen is None:
+        chosen = [CUDA_EP, CPU_EP] if CUDA_EP in ort.get_available_providers() else [CPU_EP]
+    try:
+        return ort.InferenceSession(path, sess_options=opts, providers=chosen)
+    except Exception as e:  # noqa: BLE001 - a broken CUDA install must not stop a CPU run
+        if chosen == [CPU_EP] or providers is not None:
+            raise
+        warnings.warn(f"{PREFIX}: the CUDA provider failed to start ({type(e).__name__}: {e}); using the CPU",
+                      RuntimeWarning, stacklevel=3)
+        return ort.InferenceSession(path, sess_options=opts, providers=[CPU_EP])
+
+
+def find_graph(onnx_path: str, model_dir: str) -> str:
+    """The graph file: `onnx_path` as given, else inside the checkpoint directory."""
+    path = os.path.expanduser(str(onnx_path))
+    tried = [path]
+    if os.path.isfile(path):
+        return path
+    if not os.path.isabs(path):
+        inside = os.path.join(model_dir, path)
+        tried.append(inside)
+        if os.path.isfile(inside):
+            return inside
+    raise FileNotFoundError(
+        f"ONNX model not found at {' or '.join(repr(t) for t in tried)}. Please run export_onnx.py first: "
+        f"python scripts/export_onnx.py --model {model_dir} --output {onnx_path}")
+
+
+def split_digests(expected: dict | None) -> tuple[dict | None, str | None]:
+    """(digests of checkpoint files, digest of the graph): the graph may be named 'onnx' or 'onnx_path'."""
+    if not expected:
+        return expected, None
+    rest = {k: v for k, v in expected.items() if k not in GRAPH_DIGEST_KEYS}
+    graph = [expected[k] for k in GRAPH_DIGEST_KEYS if k in expected]
+    if len(graph) == 2 and graph[0] != graph[1]:
+        raise ValueError("expected_sha256 names the graph twice ('onnx' and 'onnx_path') with different digests; "
+                         "keep one")
+    return rest, (graph[0] if graph else None)
+
+
+def softmax(z: np.ndarray) -> np.ndarray:
+    z = z.astype(np.float32)
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+class ONNXAgent(Predictor):
+    MODEL_NAME = "laya-rl-agent-onnx"
+
+    def __init__(self, model_id_or_path: str = BUNDLE_REPO, onnx_path: str = "laya.onnx", token: str | None = None,
+                 subfolder: str | None = None, revision: str | None = None, expected_sha256: dict | None = None,
+                 hooks: Any = None, on_predict_start: Any = None, on_predict_end: Any = None,
+                 hooks_raise: bool = True, hooks_concurrent: bool = True, hooks_timeout: float | None = None,
+                 lang_temperatures: dict | None = None, calibration: str | None = None, providers: Any = None,
+                 threads: int | None = None):
+        self._setup_hooks(hooks, on_predict_start, on_predict_end, hooks_raise, hooks_concurrent, hooks_timeout)
+        self.model_id_or_path = model_id_or_path
+        self.model_id = str(model_id_or_path)
+        self.subfolder = subfolder
+        # weights=False: the graph carries the weights; never download model.safetensors for it.
+        model_dir, self.revision = resolve_checkpoint_dir(model_id_or_path, subfolder, revision, token, weights=False)
+        self.model_dir = model_dir
+        digests, graph_digest = split_digests(expected_sha256 if expected_sha256 is not None else parse_digest_env())
+        verify_digests(model_dir, digests)
+        self.cfg = load_config(model_dir)  # refuses option layouts other than sequential
+        self.onnx_path = find_graph(onnx_path, model_dir)
+        if graph_digest is not None:
+            got = file_sha256(self.onnx_path)
+            if not isinstance(graph_digest, str) or got != graph_digest.strip().lower():
+                raise ValueError(f"sha256 mismatch for the ONNX graph {self.onnx_path!r}: expected {graph_digest!r}, "
+                                 f"got {got}; refusing to load it")
+        self.tok = load_tokenizer(model_dir, self.cfg["encoder"])
+        self._positions = self._read_max_positions(model_dir)
+
+        self.temperature_raw = self.cfg.get("temperature", [1.0, 1.0, 1.0])
+        self.temperature_by_options_raw = self.cfg.get("temperature_by_options", {})
+        self.temperature, self.temperature_by_options = clamp_temperatures(
+            self.temperature_raw, self.temperature_by_options_raw, prefix=PREFIX)
+        self.binning_map = None
+        self.lang_temperatures = resolve_lang_temperatures(lang_temperatures, self.temperature, prefix=PREFIX)
+        if calibration is not None:
+            self.load_calibration(calibration)
+
+        self.threads = threads
+        self.session = create_session(self.onnx_path, providers=providers, threads=threads)
+        self.providers = list(self.session.get_providers())
+        self._check_graph()
+
+    # ---- setup helpers -----------------------------------------------------------------------
+
+    @staticmethod
+    def _read_max_positions(model_dir: str) -> int | None:
+        path = os.path.join(model_dir, "encoder", "config.json")
+        if not os.path.isfile(path):
+            return None
+        with open(path, encoding="utf-8") as f:
+            limit = json.load(f).get("max_position_embeddings")
+        return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
+
+    def _check_graph(self) -> None:
+        names = (tuple(i.name for i in self.session.get_inputs()), tuple(o.name for o in self.session.get_outputs()))
+        if names != (INPUT_NAMES, OUTPUT_NAMES):
+            raise ValueError(f"{self.onnx_path!r} has inputs/outputs {names}, expected {(INPUT_NAMES, OUTPUT_NAMES)}; "
+                             "re-export it with scripts/export_onnx.py")
+
+    @property
+    def backend(self) -> str:
+        return "onnx"
+
+    @property
+    def device(self) -> str:
+        return "cuda" if CUDA_EP in self.providers else "cpu"
+
+    # ---- inference ---------------------------------------------------------------------------
+
+    def _max_positions(self) -> int | None:
+        return self._positions
+
+    def _infer(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        if self.session is None:
+            raise RuntimeError(f"{self!r} is closed; create a new ONNXAgent to predict again")
+        ids, mask, pos, live, qtype = (t.numpy() for t in batch.tensors())
+        k = pos.shape[1]
+        if k < MIN_MARKERS:  # a masked extra slot gets probability 0 and leaves the act features unchanged
+            extra = MIN_MARKERS - k
+            pos = np.concatenate([pos, np.zeros((pos.shape[0], extra), dtype=pos.dtype)], axis=1)
+            live = np.concatenate([live, np.zeros((live.shape[0], extra), dtype=bool)], axis=1)
+        feed = {"input_ids": ids.astype(np.int64, copy=False), "attention_mask": mask.astype(np.int64, copy=False),
+                "marker_pos": pos.astype(np.int64, copy=False), "marker_mask": live.astype(bool, copy=False),
+                "qtype": qtype.astype(np.int64, copy=False)}
+        logits, act_logits = self.session.run(list(OUTPUT_NAMES), feed)
+        return np.ascontiguousarray(logits[:, :k], dtype=np.float32), softmax(act_logits)
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+
+    def __enter__(self) -> "ONNXAgent":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Drop the ONNX Runtime session (its memory goes with it)."""
+        self.session = None
+
+    def __repr__(self) -> str:
+        return f"ONNXAgent(model_id={self.model_id!r}, onnx_path={self.onnx_path!r}, providers={self.providers})"
