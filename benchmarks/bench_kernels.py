@@ -78,8 +78,13 @@ def cfg_label(cfg):
 GEMM_CFGS = [{}, dict(bm=128, bn=256, bk=64, stages=3, threads=256), dict(bm=128, bn=128, bk=64, stages=4, threads=256)]
 GEGLU_CFGS = [{}, dict(bm=128, bn=128, bk=64, stages=3, threads=256), dict(bm=128, bn=64, bk=64, stages=4, threads=256)]
 LN_CFGS = [{}, dict(bm=8, threads=128), dict(bm=16, threads=256)]
-ROPE_CFGS = [{}, dict(bm=16, threads=256), dict(bm=64, threads=256)]
-ATTN_CFGS = [{}, dict(bm=128, bn=64, stages=2, threads=256), dict(bm=128, bn=128, stages=2, threads=256)]
+ROPE_CFGS = [{}, dict(bm=16, threads=256), dict(bm=8, threads=256), dict(bm=4, threads=128), dict(bm=32, threads=512)]
+ATTN_CFGS = [
+    {},
+    dict(bm=128, bn=64, stages=2, threads=256),
+    dict(bm=128, bn=128, stages=2, threads=256),
+    dict(bm=64, bn=128, stages=2, threads=128),
+]
 GEMM_SHAPES = [(3 * D, D), (D, D), (D, FF)]  # (N, K): Wqkv, Wo, Wo2
 ATTN_CASES = [(512, 64), (512, 0), (1024, 64), (1024, 0)]
 B_ATTN = 16
