@@ -479,7 +479,13 @@ class Router(HookRegistry):
     def route(self, state: Any, questions: dict | None = None, model: str | None = None, task: str | None = None,
               lang: str | None = None, lang_guess: Any = None, hooks: Any = None, hooks_raise: bool | None = None,
               hooks_timeout: float | None = None, *, explain: bool = False) -> RouteDecision:
-        """Which checkpoint should answer? Never loads one. See the module docstring for the precedence."""
+        """Which checkpoint should answer? Never loads one.
+
+        Precedence: explicit `model`; explicit `task`; with auto_task_detection, question ids equal to a
+        WORKFLOW_SIGNATURES entry (typed-decisions); explicit `lang`; `lang_guess` (this call's, then the
+        router's); built-in detection (no letters or undecided Latin -> `default`, non-Latin, foreign Latin or
+        a foreign line/field -> multilingual, else english). `on_route` hooks may then replace the decision.
+        """
         if state is None:
             raise TypeError("state must be a str, dict or list, got None")
         self._check_lang_guess(lang_guess, "lang_guess")
