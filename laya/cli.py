@@ -240,7 +240,7 @@ def run(args: argparse.Namespace, out: Any, err: Any = None) -> int:
         requests = [dict(per_request, state=make_state(t, state_key), questions=questions or {}) for t in texts]
         if predicting:
             outputs = router.predict_batch(requests, batch_size=args.batch_size, sort_by_length=args.sort_by_length,
-                                           min_confidence=args.min_confidence)
+                                           min_confidence=args.min_confidence, explain=args.explain)
         else:
             outputs = router.route_batch(requests, explain=args.explain)
         for item in outputs:

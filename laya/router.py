@@ -569,7 +569,7 @@ class Router(HookRegistry):
     def predict_batch(self, requests: list, batch_size: int | None = None, hooks_timeout: float | None = None,
                       min_confidence: Any = None, sort_by_length: bool = False, *, hooks: Any = None,
                       on_predict_start: Any = None, on_predict_end: Any = None, hooks_raise: bool | None = None,
-                      diagnostics: dict | None = None) -> list[dict]:
+                      diagnostics: dict | None = None, explain: bool = False) -> list[dict]:
         """Route every request, answer each (checkpoint, questions, budgets, lang) group in one agent
         call, and return results in input order with `routing` attached. Hooks run per request."""
         from .answers import check_min_confidence  # numpy; kept out of `import laya`
@@ -581,7 +581,8 @@ class Router(HookRegistry):
         raise_errors = self.hooks_raise if hooks_raise is None else hooks_raise
         timeout = self.hooks_timeout if hooks_timeout is None else hooks_timeout
         decisions = [self.route(r["state"], r["questions"], r.get("model"), r.get("task"), r.get("lang"),
-                                r.get("lang_guess"), hooks, hooks_raise, hooks_timeout) for r in checked]
+                                r.get("lang_guess"), hooks, hooks_raise, hooks_timeout, explain=explain)
+                     for r in checked]
         call_hooks = self._call_hooks(hooks, on_predict_start, on_predict_end)
         contexts, groups = [], {}
         for i, (r, decision) in enumerate(zip(checked, decisions)):

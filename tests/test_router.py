@@ -308,6 +308,8 @@ def test_predict_batch_groups_and_keeps_input_order():
     assert [list(o["answers"]) for o in out] == [["ok"], ["ok"], ["bad"], ["ok"], ["ok"]]
     assert sorted(g["size"] for g in diag["groups"]) == [1, 1, 1, 2]  # english+q1 requests share one call
     assert out[1]["lang"] == "es" and out[0]["lang"] == "en"  # the detected language is passed on
+    explained = r.predict_batch(requests[:1], explain=True)[0]["routing"]["detection"]
+    assert "rule" in explained["diagnostic"] and "diagnostic" not in out[0]["routing"]["detection"]
 
 
 def test_predict_batch_validates_requests():
