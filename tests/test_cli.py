@@ -115,6 +115,7 @@ def test_end_to_end_subprocess_json(tiny_checkpoint):
     assert list(result["answers"]) == ["intent", "is_urgent", "frustration", "refund_requested", "churn_risk"]
     assert result["routing"]["model"] == "custom" and result["routing"]["repo"] == tiny_checkpoint
     assert result["usage"]["input_tokens"] > 0
+    assert result["routing"]["detection"] is None  # an explicit model skips detection
 
 
 def test_subprocess_usage_exit_codes():
