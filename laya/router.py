@@ -118,6 +118,14 @@ class _RoutedHook:
 
 
 class Router(HookRegistry):
+    """Routes requests to named checkpoints and keeps at most `max_loaded` agents resident (LRU).
+
+    Predict hooks compose as process defaults -> installed on the router -> per call, and run once per
+    request with `ctx.router` and `ctx.decision` set. The agents it builds carry no hooks of their own;
+    an attached agent's installed hooks are not run under the router (the router's are). Evicting or
+    unloading an agent only drops the router's reference: a request still running on it finishes.
+    """
+
     def __init__(self, models: dict | None = None, device: Any = None, token: str | None = None,
                  revision: str | None = None, revisions: dict | None = None, max_loaded: int = 2,
                  default: str = "multilingual", auto_task_detection: bool = False, standalone_repos: bool = False,
