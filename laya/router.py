@@ -21,7 +21,9 @@ from typing import Any, Callable
 from . import hooks as hooks_mod
 from . import lang as lang_mod
 from .hooks import HookRegistry, PredictContext
-from .registry import ALIASES, BUNDLE_REPO, DEFAULT_MODELS  # noqa: F401 - BUNDLE_REPO re-exported (spec constant)
+from .registry import ALIASES, BUNDLE_REPO, DEFAULT_MODELS
+
+__all__ = ["BUNDLE_REPO", "DEFAULT_MODELS", "STANDALONE_MODELS", "WORKFLOW_SIGNATURES", "RouteDecision", "Router"]
 
 STANDALONE_MODELS = {"english": "convaiinnovations/laya", "multilingual": "convaiinnovations/laya-multilingual",
                      "typed-decisions": "convaiinnovations/laya-typed-decisions"}
