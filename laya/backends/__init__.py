@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import warnings
 from typing import Any
 
@@ -33,6 +34,9 @@ def normalise(name: Any) -> str:
 
 
 def tilelang_importable() -> bool:
+    """tilelang imports and this build has the fused forward (laya.fast) that uses it."""
+    if importlib.util.find_spec("laya.fast") is None:
+        return False
     try:
         importlib.import_module("tilelang")
     except Exception:  # noqa: BLE001 - any import failure means: not usable here
