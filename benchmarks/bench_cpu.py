@@ -1,0 +1,254 @@
+"""Eager torch Agent vs ONNXAgent (fp32 and INT8) on the CPU, end to end through `predict`.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_cpu.py [--shapes tiny,base] [--exporter dynamo|legacy]
+        [--no-int8] [--checkpoint-dir DIR] [--out PATH] [--wait-quiet S] [--rounds-scale F]
+
+Cases: 1 state x 3 questions (`predict`) and 16 states x 3 questions (`predict_batch`), on the `tiny`
+and `base` (mmBERT-base shape, ~600 MB fp16) random checkpoints of scripts/make_checkpoint.py, built
+with their graphs in a temporary directory (or --checkpoint-dir, to reuse them; never inside the
+repository). Each runner is warmed up, then the runners are timed in interleaved rounds (order
+rotated every round) so that drift and other load on the machine hit them alike; medians per runner,
+and the speed-up as eager median / runner median plus the median of the per-round ratios. The JSON
+(benchmarks/results/cpu_onnx_<date>.json by default) records CPU, cores, versions, shapes, parity of
+the answers and the 1-minute load average around each case, so noisy runs can be told apart.
+
+Goal (issue 6): ONNX >= 1.3x eager at 1 state x 3 questions on the base shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, REPO)  # time the working tree's laya
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+QUESTIONS = {
+    "intent": {"type": "choice", "instructions": "What does the customer want?",
+               "criteria": {"refund": "money back", "bug": "something broken", "other": None}},
+    "anger": {"type": "score", "instructions": "How angry is the writer?", "criteria": ["calm", "annoyed", "furious"]},
+    "urgent": {"type": "noul", "instructions": "Is it urgent?", "labels": {"false": "later", "true": "now"}},
+}
+STATE = ("Hello, I ordered a laptop three weeks ago (order 88123) and it still has not arrived. The tracking "
+         "page has said 'in transit' for ten days and nobody answers my emails. I want a refund or a "
+         "replacement shipped by express, otherwise I will dispute the charge with my bank.")
+TOPICS = ["refund for a broken blender", "login fails after the update", "invoice shows the wrong VAT",
+          "cancel the premium plan", "package arrived damaged", "charged twice this month",
+          "password reset mail never comes", "app crashes when uploading photos"]
+STATES16 = [f"Ticket {i}: {TOPICS[i % len(TOPICS)]}. " + "Customer writes at length about the problem. " * (1 + i % 4)
+            for i in range(16)]
+# Timed rounds per (shape, case): enough for a stable median without hours on a 2-core box.
+ROUNDS = {("tiny", "1x3"): 40, ("tiny", "16x3"): 20, ("base", "1x3"): 12, ("base", "16x3"): 3}
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def load1() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def environment() -> dict:
+    import numpy
+    import onnxruntime
+    import torch
+    import transformers
+
+    try:
+        commit = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count()
+    return {"cpu_model": cpu_model(), "logical_cores": os.cpu_count(), "usable_cores": cores,
+            "platform": platform.platform(), "python": sys.version.split()[0], "torch": torch.__version__,
+            "threads_both_runtimes": torch.get_num_threads(), "onnxruntime": onnxruntime.__version__,
+            "transformers": transformers.__version__, "numpy": numpy.__version__, "laya_commit": commit,
+            "date_utc": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+
+
+def wait_quiet(limit_s: float, threshold: float = 0.7) -> float | None:
+    """Wait (up to limit_s) for the 1-minute load average to drop below threshold; returns it."""
+    deadline = time.time() + limit_s
+    while time.time() < deadline and (load1() or 0.0) >= threshold:
+        time.sleep(5)
+    return load1()
+
+
+def prepare(shape: str, root: str, exporter: str, int8: bool) -> dict:
+    """Checkpoint + graphs for one shape (reused when already in `root`)."""
+    import laya
+    from laya.export import onnx as export
+    from make_checkpoint import make_checkpoint
+
+    ckpt = os.path.join(root, shape)
+    info: dict = {"checkpoint": ckpt}
+    if not os.path.isfile(os.path.join(ckpt, "rl_agent_config.json")):
+        started = time.perf_counter()
+        make_checkpoint(ckpt, shape, "wordpiece", seed=0)
+        info["build_checkpoint_s"] = time.perf_counter() - started
+    graph = os.path.join(root, f"{shape}-{exporter}", "laya.onnx")
+    if not os.path.isfile(graph):
+        eager = laya.load(ckpt, device="cpu")
+        started = time.perf_counter()
+        export.export_module(eager.model, graph, exporter=exporter)
+        info["export_s"] = time.perf_counter() - started
+        del eager
+    info["graphs"] = {"onnx_fp32": graph}
+    if int8:
+        q = export.int8_output_path(graph)
+        if not os.path.isfile(q):
+            started = time.perf_counter()
+            export.quantize_model(graph, q)
+            info["quantize_s"] = time.perf_counter() - started
+        info["graphs"]["onnx_int8"] = q
+    info["graph_bytes"] = {k: os.path.getsize(v) for k, v in info["graphs"].items()}
+    return info
+
+
+def probabilities(result: dict) -> dict:
+    out = {}
+    for qid, a in result["answers"].items():
+        out[qid] = dict(a.get("probabilities") or {"true": a["noul"]})
+    return out
+
+
+def parity(reference: list[dict], other: list[dict]) -> dict:
+    """Max probability delta and how many answers agree (choice label / score argmax / noul side)."""
+    worst, agree, total = 0.0, 0, 0
+    for r, o in zip(reference, other):
+        pr, po = probabilities(r), probabilities(o)
+        for qid in pr:
+            worst = max(worst, max(abs(pr[qid][k] - po[qid][k]) for k in pr[qid]))
+            total += 1
+            agree += max(pr[qid], key=pr[qid].get) == max(po[qid], key=po[qid].get)
+    return {"max_abs_prob": worst, "argmax_agree": agree, "answers": total}
+
+
+def run_case(runners: dict, call, rounds: int, warmup: int) -> dict:
+    """Interleaved timing: each round times every runner once, starting from a rotated position."""
+    names = list(runners)
+    for name in names:
+        for _ in range(warmup):
+            call(runners[name])
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    loads = [load1()]
+    for i in range(rounds):
+        order = names[i % len(names):] + names[:i % len(names)]
+        for name in order:
+            started = time.perf_counter()
+            call(runners[name])
+            samples[name].append((time.perf_counter() - started) * 1e3)
+        loads.append(load1())
+    med = {n: statistics.median(v) for n, v in samples.items()}
+    out = {"rounds": rounds, "warmup": warmup, "load1_min_max": [min(x for x in loads if x is not None),
+                                                                  max(x for x in loads if x is not None)]
+           if any(x is not None for x in loads) else None, "runners": {}}
+    for n in names:
+        paired = [e / s for e, s in zip(samples["eager"], samples[n])]
+        out["runners"][n] = {"median_ms": med[n], "min_ms": min(samples[n]), "samples_ms": samples[n],
+                             "speedup_vs_eager": med["eager"] / med[n], "paired_speedup_median": statistics.median(paired)}
+    return out
+
+
+def bench_shape(shape: str, root: str, args: argparse.Namespace) -> dict:
+    import laya
+    from laya.onnx_agent import ONNXAgent
+
+    info = prepare(shape, root, args.exporter, not args.no_int8)
+    import torch
+
+    threads = torch.get_num_threads()  # the same thread count for both runtimes
+    eager = laya.load(info["checkpoint"], device="cpu")
+    runners = {"eager": eager}
+    for name, graph in info["graphs"].items():
+        started = time.perf_counter()
+        runners[name] = ONNXAgent(info["checkpoint"], onnx_path=graph, threads=threads)
+        info.setdefault("session_s", {})[name] = time.perf_counter() - started
+    # Answers first: a speed-up of a graph that answers differently would mean nothing.
+    ref = [eager.predict(STATE, QUESTIONS), *eager.predict_batch(STATES16, QUESTIONS)]
+    info["parity_vs_eager"] = {n: parity(ref, [r.predict(STATE, QUESTIONS), *r.predict_batch(STATES16, QUESTIONS)])
+                               for n, r in runners.items() if n != "eager"}
+    probe = eager.predict(STATE, QUESTIONS)["usage"]
+    info["tokens_per_row_1x3"] = probe["input_tokens"] / 3
+    info["cases"] = {}
+    cases = {"1x3": lambda r: r.predict(STATE, QUESTIONS), "16x3": lambda r: r.predict_batch(STATES16, QUESTIONS)}
+    for case, call in cases.items():
+        if args.wait_quiet:
+            wait_quiet(args.wait_quiet)
+        rounds = max(2, round(ROUNDS[(shape, case)] * args.rounds_scale))
+        info["cases"][case] = run_case(runners, call, rounds, warmup=1 if shape == "base" and case == "16x3" else 2)
+        line = ", ".join(f"{n} {v['median_ms']:.1f} ms ({v['speedup_vs_eager']:.2f}x, paired "
+                         f"{v['paired_speedup_median']:.2f}x)" for n, v in info["cases"][case]["runners"].items())
+        print(f"[{shape} {case}] {line}; load {info['cases'][case]['load1_min_max']}", flush=True)
+    for r in runners.values():
+        r.close()
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", default="tiny,base")
+    parser.add_argument("--exporter", default="dynamo", choices=("dynamo", "legacy"))
+    parser.add_argument("--no-int8", action="store_true")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for both torch and ORT (default: usable cores); 1 is far less sensitive to "
+                             "other load on a small machine")
+    parser.add_argument("--checkpoint-dir", default=None, help="reuse checkpoints/graphs here (outside the repo)")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--wait-quiet", type=float, default=0.0, help="wait up to S s for a quiet machine per case")
+    parser.add_argument("--rounds-scale", type=float, default=1.0, help="multiply the timed rounds (e.g. 0.25 quick)")
+    args = parser.parse_args(argv)
+    shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    bad = [s for s in shapes if s not in ("tiny", "base")]
+    if bad:
+        parser.error(f"unknown shapes {bad}; use tiny and/or base")
+    if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be >= 1, got {args.threads}")
+        import torch
+        torch.set_num_threads(args.threads)
+    root = args.checkpoint_dir or tempfile.mkdtemp(prefix="laya-bench-cpu-")
+    if os.path.realpath(root).startswith(os.path.realpath(REPO) + os.sep):
+        parser.error(f"--checkpoint-dir {root} is inside the repository; the base checkpoint is ~600 MB, use /tmp")
+    os.makedirs(root, exist_ok=True)
+    result = {"benchmark": "bench_cpu", "goal": "onnx >= 1.3x eager at base 1x3", "exporter": args.exporter,
+              "environment": environment(), "questions": list(QUESTIONS), "shapes": {}}
+    from make_checkpoint import SHAPES
+    for shape in shapes:
+        result["shapes"][shape] = {"dims": SHAPES[shape], **bench_shape(shape, root, args)}
+    out = args.out or os.path.join(HERE, "results", f"cpu_onnx_{dt.date.today().isoformat()}.json")
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=2)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
