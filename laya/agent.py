@@ -313,15 +313,20 @@ def load(model_id_or_path: str = BUNDLE_REPO, device: Any = None, token: str | N
          on_predict_start: Any = None, on_predict_end: Any = None, hooks_raise: bool = True,
          hooks_concurrent: bool = True, hooks_timeout: float | None = None, calibration: str | None = None,
          backend: str | None = None, onnx_path: str | None = None, compile_warmup: bool = True,
-         compile_cache: bool = False, compile_mode: str = "default") -> Agent:
+         compile_cache: bool = False, compile_mode: str = "default") -> Any:
     """An agent for a checkpoint: a local directory, a Hub id, or a registry name (english, multilingual, ...)."""
     if subfolder is None and not looks_local(str(model_id_or_path)):
         spec = resolve_model_spec(str(model_id_or_path))
         if spec is not None:
             model_id_or_path, subfolder = spec
-    if backend is not None and str(backend).strip().lower() == "onnx":
-        raise ValueError("backend='onnx' needs the ONNX agent, which this build of laya does not include yet; "
-                         "use backend='eager'")
+    if backend is not None and backends.normalise(backend) == "onnx":
+        from .onnx_agent import ONNXAgent  # device/fast/compile do not apply to an exported graph
+
+        return ONNXAgent(model_id_or_path, onnx_path=onnx_path or "laya.onnx", token=token, subfolder=subfolder,
+                         revision=revision, expected_sha256=expected_sha256, lang_temperatures=lang_temperatures,
+                         calibration=calibration, hooks=hooks, on_predict_start=on_predict_start,
+                         on_predict_end=on_predict_end, hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent,
+                         hooks_timeout=hooks_timeout)
     return Agent(model_id_or_path, device=device, token=token, subfolder=subfolder, fast=fast, compile=compile,
                  revision=revision, expected_sha256=expected_sha256, lang_temperatures=lang_temperatures,
                  hooks=hooks, on_predict_start=on_predict_start, on_predict_end=on_predict_end,

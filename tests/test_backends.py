@@ -194,3 +194,8 @@ def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh
                 assert g["answers"][qid]["confidence"] == pytest.approx(w["answers"][qid]["confidence"], abs=2e-4)
     assert agent.set_backend("eager") == "eager" and not agent._compiled  # the wrapper is unwrapped
     assert type(agent.model).__name__ == "DecisionModel"
+
+
+def test_load_routes_onnx_to_the_onnx_agent(tiny_checkpoint, tmp_path):
+    with pytest.raises(FileNotFoundError, match="nothing-here.onnx"):
+        laya.load(tiny_checkpoint, backend="onnx", onnx_path=str(tmp_path / "nothing-here.onnx"), device="cuda")
