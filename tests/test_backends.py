@@ -199,3 +199,39 @@ def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh
 def test_load_routes_onnx_to_the_onnx_agent(tiny_checkpoint, tmp_path):
     with pytest.raises(FileNotFoundError, match="nothing-here.onnx"):
         laya.load(tiny_checkpoint, backend="onnx", onnx_path=str(tmp_path / "nothing-here.onnx"), device="cuda")
+
+
+def test_compile_backend_settings_from_the_environment(tmp_path, monkeypatch):
+    from laya.backends.compile import configure_inductor_cache, warmup_enabled
+
+    for value, want in [("0", False), ("off", False), (" No ", False), ("FALSE", False), ("1", True), ("", True)]:
+        monkeypatch.setenv("LAYA_COMPILE_WARMUP", value)
+        assert warmup_enabled(None) is want
+    assert warmup_enabled(True) is True and warmup_enabled(False) is False  # warmup= wins over the env
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("LAYA_INDUCTOR_CACHE_DIR", f"  {tmp_path / 'ind'}  ")
+    assert configure_inductor_cache() == str(tmp_path / "ind") == os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    monkeypatch.delenv("LAYA_INDUCTOR_CACHE_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert configure_inductor_cache() == str(tmp_path / "home" / ".cache" / "laya" / "inductor")
+
+
+def test_broadcast_masks_match_the_stock_modernbert_masks(fresh):
+    """The compile backend's pre-built masks give the encoder the same output as its own mask path."""
+    from laya.model import broadcast_masks
+
+    encoder = fresh.model.encoder
+    gen = torch.Generator().manual_seed(1234)
+    ids = torch.randint(1000, 20000, (3, 50), generator=gen)
+    mask = torch.ones(3, 50, dtype=torch.long)
+    mask[1, 30:] = 0
+    mask[2, 7:] = 0
+    with torch.no_grad():
+        stock = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        lean = encoder(input_ids=ids, attention_mask=broadcast_masks(mask, encoder.config.sliding_window)).last_hidden_state
+    valid = mask.bool()
+    torch.testing.assert_close(lean[valid], stock[valid], atol=1e-5, rtol=1e-5)
+    masks = broadcast_masks(mask, 8)
+    assert masks["full_attention"].shape == (3, 1, 1, 50) and masks["sliding_attention"].shape == (3, 1, 50, 50)
+    assert masks["sliding_attention"][0, 0, 20, 28] and not masks["sliding_attention"][0, 0, 20, 29]
