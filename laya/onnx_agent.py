@@ -144,7 +144,7 @@ class ONNXAgent(Predictor):
         digests, graph_digest = split_digests(expected_sha256 if expected_sha256 is not None else parse_digest_env())
         verify_digests(model_dir, digests)
         self.cfg = load_config(model_dir)  # refuses option layouts other than sequential
-        self.onnx_path = find_graph(onnx_path, model_dir)
+        self.onnx_path = find_graph("laya.onnx" if onnx_path is None else onnx_path, model_dir)
         if graph_digest is not None:
             got = file_sha256(self.onnx_path)
             if not isinstance(graph_digest, str) or got != graph_digest.strip().lower():

@@ -11,6 +11,7 @@ Batch, sequence and marker axes are dynamic. Two lessons from earlier exports sh
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 import warnings
@@ -70,6 +71,15 @@ def _dynamic_shapes(model: torch.nn.Module) -> dict:
             "marker_pos": {0: batch, 1: markers}, "marker_mask": {0: batch, 1: markers}, "qtype": {0: batch}}
 
 
+def cpu_fp32(model: torch.nn.Module) -> torch.nn.Module:
+    """The model itself when it is already fp32 on the CPU, else a CPU fp32 copy (the caller's model,
+    perhaps serving on a GPU, is never moved or cast). Switched to eval mode either way."""
+    params = list(model.parameters())
+    if all(p.dtype == torch.float32 and p.device.type == "cpu" for p in params):
+        return model.eval()
+    return copy.deepcopy(model).to(device="cpu", dtype=torch.float32).eval()
+
+
 def trace_inputs(model: torch.nn.Module) -> tuple[torch.Tensor, ...]:
     vocab = int(getattr(model.encoder.config, "vocab_size", 1000))
     pad = getattr(model.encoder.config, "pad_token_id", 0) or 0
@@ -87,7 +97,7 @@ def export_module(model: torch.nn.Module, path: str, opset: int | None = None, e
     if TRACE_BATCH < 2 or TRACE_MARKERS < MIN_MARKERS:
         raise ValueError(f"TRACE_BATCH={TRACE_BATCH} must be > 1 and TRACE_MARKERS={TRACE_MARKERS} >= "
                          f"{MIN_MARKERS}: smaller traces bake those sizes into the graph")
-    model = model.float().to("cpu").eval()
+    model = cpu_fp32(model)
     args = trace_inputs(model)
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, exist_ok=True)
@@ -175,7 +185,7 @@ def verify_batch_dynamic(model: torch.nn.Module, path: str, shapes: Sequence[tup
     """
     from ..onnx_agent import create_session
 
-    model = model.float().to("cpu").eval()
+    model = cpu_fp32(model)
     session = create_session(path, providers=providers, threads=threads)
     vocab = int(getattr(model.encoder.config, "vocab_size", 1000))
     report: dict[str, Any] = {"path": path, "prob_atol": prob_atol, "logits_atol": logits_atol,
