@@ -5,6 +5,7 @@
     laya --batch texts.txt --preset email --json         # one text (or JSON state) per line -> JSONL
     laya                                                 # interactive: one text per line on stdin
     laya demo                                            # the triage preset with the bundled demo checkpoint
+    laya serve --help                                    # the HTTP server (needs the serve extra)
 Exit codes: 0 success, 2 bad arguments or input, 1 failure while loading or answering.
 """
 
@@ -275,6 +276,11 @@ def run(args: argparse.Namespace, out: Any, err: Any = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("USE_TF", "0")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:  # `laya serve ...`: the HTTP server (laya.serve), its own flags
+        from .serve import main as serve_main
+
+        return serve_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return run(args, sys.stdout, sys.stderr)

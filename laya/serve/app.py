@@ -1,0 +1,315 @@
+"""The FastAPI app: System One routes (Jev-compatible), health, models and metrics over one dynamic batcher.
+
+Order of work for a decision request: bearer key (401) -> admission (503 + Retry-After) -> size- and
+time-capped body read (413 / 408) -> JSON and shape (400) -> limits (413) -> the library's validation and
+routing (422) -> queue room (429 + Retry-After) -> the batcher -> response. Nothing that fails before the
+batcher reaches it; a failure inside it is 422 for the library's ValueError/TypeError and a bare 500 for
+anything else (the traceback goes to the server log only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import Any
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from .auth import bearer_ok
+from .batcher import Batcher, Item
+from .config import ServeConfig
+from .jev import project
+from .metrics import Metrics
+from .schema import ApiError, Decision, parse_batch, parse_json, parse_single
+
+log = logging.getLogger("laya.serve")
+SINGLE, BATCH = "/v1/systemone", "/v1/systemone/batch"
+
+
+def build_router(cfg: ServeConfig) -> Any:
+    from ..router import Router
+
+    return Router(models=dict(cfg.extra_models), device=cfg.device, max_loaded=cfg.max_loaded,
+                  default=cfg.default_model, auto_task_detection=cfg.auto_task,
+                  agent_kwargs={"backend": cfg.backend} if cfg.backend else None)
+
+
+class Server:
+    """State shared by the routes: router, batcher, metrics, admission count."""
+
+    def __init__(self, cfg: ServeConfig, router: Any = None):
+        self.cfg = cfg
+        self.router = router if router is not None else build_router(cfg)
+        self.metrics = Metrics()
+        self.batcher = Batcher(self._infer, window_ms=cfg.batch_window_ms, max_rows=cfg.max_batch_rows,
+                               max_batch_tokens=cfg.max_batch_tokens, batching=cfg.batching,
+                               on_forward=self._on_forward)
+        self.admitted = 0
+        self.agents: dict[str, Any] = {}  # the agent each name last answered with (for /health)
+        self.last_request = time.monotonic()
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Thread settings, preload, worker start (blocking: run it off the event loop)."""
+        if self.cfg.threads:
+            import torch
+
+            torch.set_num_threads(self.cfg.threads)
+        if self.cfg.preload:
+            names = list(self.cfg.models) or None
+            for name in self.router.preload(names):
+                self.agents[name] = self.router.load(name)
+        self.batcher.start()
+
+    def stop(self) -> None:
+        self.batcher.stop()
+
+    async def unload_when_idle(self) -> None:
+        limit = self.cfg.idle_unload_seconds
+        while True:
+            await asyncio.sleep(min(5.0, limit))
+            if self.router.loaded and self.admitted == 0 and time.monotonic() - self.last_request >= limit:
+                log.info("laya serve: idle for %.0f s; unloading %s", limit, ", ".join(self.router.loaded))
+                self.router.unload()
+                self.agents.clear()
+
+    # ---- inference worker side ---------------------------------------------------------------------
+
+    def _infer(self, name: str, states: list, questions: dict, options: dict) -> list:
+        agent = self.router.load(name)
+        self.agents[name] = agent
+        results = agent.predict_batch(states, questions, **options)
+        tokens = sum(r.get("usage", {}).get("input_tokens", 0) for r in results)
+        self.metrics.child(self.metrics.tokens, name).inc(tokens)
+        return results
+
+    def _on_forward(self, rows: int, items: int, seconds: float) -> None:
+        self.metrics.child(self.metrics.batch_rows).observe(rows)
+        self.metrics.child(self.metrics.batch_items).observe(items)
+        self.metrics.child(self.metrics.inference).observe(seconds)
+
+    # ---- request side ------------------------------------------------------------------------------
+
+    def authorized(self, request: Request) -> bool:
+        return bearer_ok(request.headers.get("authorization"), self.cfg.api_key)
+
+    @contextlib.contextmanager
+    def admission(self):
+        if self.admitted >= self.cfg.max_concurrent:
+            raise ApiError(503, f"the server is at its limit of {self.cfg.max_concurrent} concurrent requests; "
+                                "retry shortly", {"Retry-After": "1"})
+        self.admitted += 1
+        self.metrics.child(self.metrics.inflight).set(self.admitted)
+        try:
+            yield
+        finally:
+            self.admitted -= 1
+            self.metrics.child(self.metrics.inflight).set(self.admitted)
+
+    async def read_body(self, request: Request) -> bytes:
+        limit = self.cfg.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            try:
+                size = int(declared)
+            except ValueError:
+                raise ApiError(400, f"Content-Length {declared!r} is not a number") from None
+            if size > limit:
+                raise ApiError(413, f"the body is {size} bytes; the limit is {limit} bytes",
+                               {"Connection": "close"})
+
+        async def read() -> bytes:
+            chunks, size = [], 0
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(413, f"the body is over the limit of {limit} bytes", {"Connection": "close"})
+                chunks.append(chunk)
+            return b"".join(chunks)
+
+        try:
+            return await asyncio.wait_for(read(), self.cfg.body_read_timeout)
+        except asyncio.TimeoutError:
+            raise ApiError(408, f"the body did not arrive within {self.cfg.body_read_timeout:g} s; send it at once",
+                           {"Connection": "close"}) from None
+
+    def items(self, decisions: list[Decision]) -> list[tuple[Item, dict]]:
+        """Route each decision (torch-free) and build its batch item; 422 for what the router refuses."""
+        out = []
+        for d in decisions:
+            try:
+                decision = self.router.route(d.state, d.questions, d.model, d.task, d.lang, d.lang_guess)
+            except (ValueError, TypeError) as e:
+                raise ApiError(422, str(e)) from None
+            lang = d.lang if d.lang is not None else (decision.detection or {}).get("language")
+            options = {"lang": lang, "max_len": d.max_len, "head_max_len": d.head_max_len,
+                       "min_confidence": d.min_confidence}
+            if d.batch_size is not None:
+                options["batch_size"] = d.batch_size
+            if d.sort_by_length:
+                options["sort_by_length"] = True
+            key = (decision.model, json.dumps(d.questions, ensure_ascii=False), d.max_len, d.head_max_len, lang,
+                   json.dumps(d.min_confidence, sort_keys=True), d.batch_size, d.sort_by_length)
+            item = Item(key, decision.model, d.state, d.questions, d.n_questions, d.row_width, options)
+            out.append((item, dict(decision)))
+        return out
+
+    async def decide(self, decisions: list[Decision]) -> tuple[list[dict], dict]:
+        """Route, queue and await; the caller's 'arriving' slot is handed back once queued (or refused)."""
+        try:
+            routed = await anyio.to_thread.run_sync(self.items, decisions)
+            rows = sum(item.rows for item, _ in routed)
+            if self.batcher.queued_rows + rows > self.cfg.max_queue_rows:
+                raise ApiError(429, f"{self.batcher.queued_rows} question rows are already waiting (limit "
+                                    f"{self.cfg.max_queue_rows}); retry shortly", {"Retry-After": "1"})
+            futures = self.batcher.submit([item for item, _ in routed])
+        finally:
+            self.batcher.arriving(-1)
+        self.metrics.child(self.metrics.queue_rows).set(self.batcher.queued_rows)
+        try:
+            outcomes = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+        except (ValueError, TypeError) as e:
+            raise ApiError(422, str(e)) from None
+        except Exception:
+            log.exception("laya serve: inference failed")
+            raise ApiError(500, "inference failed") from None
+        results, timings = [], {}
+        for (result, timing), (_, routing) in zip(outcomes, routed):
+            results.append({**result, "routing": routing})
+            timings[timing.forward_id] = timing
+        inference = sum(t.inference_ms for t in timings.values())
+        queue = max(t.queue_ms for t in timings.values())
+        return results, {"inference": inference, "queue": queue}
+
+    async def answer(self, request: Request, route: str) -> Response:
+        started = time.perf_counter()
+        self.last_request = time.monotonic()
+        status = 500
+        try:
+            if not self.authorized(request):
+                raise ApiError(401, "missing or wrong API key; send 'Authorization: Bearer <key>'",
+                               {"WWW-Authenticate": "Bearer"})
+            with self.admission():
+                self.batcher.arriving(1)
+                arriving = True
+                try:
+                    data = parse_json(await self.read_body(request))
+                    parse = parse_single if route == SINGLE else parse_batch
+                    parsed = parse(data, self.router.registered, self.router.resolve, self.cfg.max_token_budget)
+                    decisions = [parsed] if route == SINGLE else parsed
+                    arriving = False  # decide() hands the slot over when it queues
+                    results, times = await self.decide(decisions)
+                finally:
+                    if arriving:
+                        self.batcher.arriving(-1)
+            strict = self.cfg.jev_strict
+            if route == SINGLE:
+                body = project(results[0], strict)
+            else:
+                total = {k: sum(r["usage"].get(k, 0) for r in results) for k in ("input_tokens", "output_tokens")}
+                body = {"results": [project(r, strict) for r in results], "total_usage": total}
+            total_ms = (time.perf_counter() - started) * 1000.0
+            headers = {"Server-Timing": f"inference;dur={times['inference']:.2f}, queue;dur={times['queue']:.2f}, "
+                                        f"total;dur={total_ms:.2f}",
+                       "X-Inference-Time-Ms": f"{times['inference']:.2f}"}
+            status = 200
+            return JSONResponse(body, headers=headers)
+        except ApiError as e:
+            status = e.status
+            return JSONResponse({"detail": e.detail}, status_code=e.status, headers=e.headers)
+        except Exception:  # noqa: BLE001 - never leak internals
+            log.exception("laya serve: request failed")
+            return JSONResponse({"detail": "internal server error"}, status_code=500)
+        finally:
+            self.metrics.child(self.metrics.requests, route, str(status)).inc()
+            self.metrics.child(self.metrics.latency, route).observe(time.perf_counter() - started)
+            self.metrics.child(self.metrics.queue_rows).set(self.batcher.queued_rows)
+
+    def health(self, authorized: bool) -> dict:
+        if not authorized:
+            return {"status": "ok"}
+        loaded = self.router.loaded
+        agents = {name: self.agents[name] for name in loaded if name in self.agents}
+        devices = {name: str(getattr(a, "device", "cpu")) for name, a in agents.items()}
+        preferred = self.cfg.device or getattr(self.router, "device", None)
+        out = {"status": "ok", "loaded": loaded, "revisions": self.router.loaded_revisions,
+               "device": next(iter(devices.values())) if devices else str(preferred or "auto"),
+               "device_is_preference": not devices, "checkpoint_devices": devices,
+               "backends": {name: getattr(a, "backend", None) for name, a in agents.items()},
+               "cpu_fallbacks": {name: {"count": int(getattr(a, "cpu_fallback_count", 0)),
+                                        "last_reason": getattr(a, "last_fallback_reason", None)}
+                                 for name, a in agents.items()},
+               "batching": {"enabled": self.cfg.batching, "window_ms": self.cfg.batch_window_ms,
+                            "max_batch_rows": self.cfg.max_batch_rows},
+               "queue_rows": self.batcher.queued_rows, "inflight": self.admitted}
+        if self.cfg.idle_unload_seconds > 0:
+            out["idle_unload_seconds"] = self.cfg.idle_unload_seconds
+            out["idle_seconds"] = round(time.monotonic() - self.last_request, 1)
+        return out
+
+    def models(self) -> dict:
+        loaded = set(self.router.loaded)
+        data = [{"id": name, "object": "model", "loaded": name in loaded, "default": name == self.router.default,
+                 "description": self.router.describe(name)} for name in self.router.registered]
+        return {"object": "list", "data": data}
+
+
+def create_app(cfg: ServeConfig | None = None, router: Any = None) -> FastAPI:
+    """The ASGI app. `router` (a laya Router) replaces the one built from `cfg` (tests, embedding)."""
+    cfg = cfg or ServeConfig()
+    server = Server(cfg, router)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        await anyio.to_thread.run_sync(server.start)
+        idle = asyncio.create_task(server.unload_when_idle()) if cfg.idle_unload_seconds > 0 else None
+        try:
+            yield
+        finally:
+            if idle is not None:
+                idle.cancel()
+            await anyio.to_thread.run_sync(server.stop)
+
+    hidden = bool(cfg.api_key)  # with a key, the schema pages are not served
+    app = FastAPI(title="laya serve", lifespan=lifespan, root_path=cfg.root_path,
+                  docs_url=None if hidden else "/docs", redoc_url=None if hidden else "/redoc",
+                  openapi_url=None if hidden else "/openapi.json")
+    app.state.server = server
+
+    def refused(request: Request) -> Response | None:
+        if server.authorized(request):
+            return None
+        return JSONResponse({"detail": "missing or wrong API key; send 'Authorization: Bearer <key>'"},
+                            status_code=401, headers={"WWW-Authenticate": "Bearer"})
+
+    @app.post(SINGLE)
+    async def systemone(request: Request) -> Response:
+        return await server.answer(request, SINGLE)
+
+    @app.post(BATCH)
+    async def systemone_batch(request: Request) -> Response:
+        return await server.answer(request, BATCH)
+
+    @app.get("/v1/models")
+    async def models(request: Request) -> Response:
+        return refused(request) or JSONResponse(server.models())
+
+    @app.get("/health")
+    async def health(request: Request) -> Response:
+        return JSONResponse(server.health(server.authorized(request)))
+
+    @app.get("/metrics")
+    async def metrics(request: Request) -> Response:
+        denied = refused(request)
+        if denied is not None:
+            return denied
+        body, content_type = server.metrics.render()
+        return Response(body, media_type=content_type)
+
+    return app

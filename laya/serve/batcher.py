@@ -1,0 +1,184 @@
+"""Dynamic batching: one inference worker thread per device gathers concurrent requests for a short window,
+runs ONE predict call per compatible group, and scatters the results back.
+
+A group is a set of items with the same key (checkpoint, question set, token budgets, language, abstention
+and batch controls), so one `predict_batch` answers them all exactly as it would answer each alone. If a
+grouped call raises, its members are retried one by one so only the bad one fails.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+log = logging.getLogger("laya.serve")
+
+
+@dataclass
+class Item:
+    key: tuple  # group key; items with equal keys may share one predict call
+    name: str  # checkpoint
+    state: Any
+    questions: dict
+    rows: int  # question rows this item adds to a forward
+    row_width: int  # assumed tokens per row, for the pass-size cap
+    options: dict  # keyword arguments for predict_batch
+    future: Future = field(default_factory=Future)
+    enqueued: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class Timing:
+    forward_id: int
+    queue_ms: float
+    inference_ms: float
+    group_requests: int
+
+
+class Batcher:
+    """`infer(name, states, questions, options) -> list[result]` runs on this batcher's one worker thread."""
+
+    def __init__(self, infer: Callable[[str, list, dict, dict], list], window_ms: float = 2.0,
+                 max_rows: int = 256, max_batch_tokens: int = 131072, batching: bool = True,
+                 on_forward: Callable[[int, int, float], None] | None = None, name: str = "laya-infer"):
+        self.infer = infer
+        self.window = max(0.0, window_ms) / 1000.0
+        self.max_rows, self.max_batch_tokens, self.batching = max_rows, max_batch_tokens, batching
+        self.on_forward = on_forward
+        self._items: collections.deque[Item] = collections.deque()
+        self._cond = threading.Condition()
+        self._arriving = 0  # admitted requests not yet queued: worth waiting for within the window
+        self._queued_rows = 0
+        self._forwards = 0
+        self._stop = False
+        self._thread: threading.Thread | None = None
+        self._name = name
+
+    # ---- producer side (event loop) ----------------------------------------------------------------
+
+    def start(self) -> None:
+        with self._cond:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stop = False
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        with self._cond:  # whatever is left fails instead of hanging its caller
+            while self._items:
+                item = self._items.popleft()
+                if not item.future.done():
+                    item.future.set_exception(RuntimeError("the server is shutting down"))
+            self._queued_rows = 0
+
+    @property
+    def queued_rows(self) -> int:
+        return self._queued_rows
+
+    def arriving(self, delta: int) -> None:
+        with self._cond:
+            self._arriving += delta
+            if delta < 0:
+                self._cond.notify_all()
+
+    def submit(self, items: list[Item]) -> list[Future]:
+        self.start()
+        with self._cond:
+            self._items.extend(items)
+            self._queued_rows += sum(i.rows for i in items)
+            self._cond.notify_all()
+        return [i.future for i in items]
+
+    # ---- worker side -------------------------------------------------------------------------------
+
+    def _take(self) -> list[Item]:
+        """Wait for work, then gather more until the window closes, the row cap is hit, or nobody is coming."""
+        with self._cond:
+            while not self._items and not self._stop:
+                self._cond.wait(0.5)
+            if self._stop:
+                return []
+            batch = [self._items.popleft()]
+            rows = batch[0].rows
+            if self.batching:
+                deadline = batch[0].enqueued + self.window
+                while rows < self.max_rows:
+                    if self._items:
+                        if rows + self._items[0].rows > self.max_rows:
+                            break
+                        item = self._items.popleft()
+                        batch.append(item)
+                        rows += item.rows
+                        continue
+                    remaining = deadline - time.perf_counter()
+                    if remaining <= 0 or self._arriving <= 0 or self._stop:
+                        break
+                    self._cond.wait(remaining)
+            self._queued_rows -= rows
+            return batch
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if not batch:
+                return
+            try:
+                self._run_batch(batch)
+            except BaseException as e:  # noqa: BLE001 - the worker must survive anything one batch does
+                log.exception("laya serve: batch failed outside a predict call")
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_exception(e)
+
+    def _run_batch(self, batch: list[Item]) -> None:
+        groups: dict[tuple, list[Item]] = {}
+        for item in batch:
+            groups.setdefault(item.key, []).append(item)
+        for members in groups.values():
+            for part in self._passes(members):
+                self._forward(part, retry_alone=len(part) > 1)
+
+    def _passes(self, members: list[Item]) -> list[list[Item]]:
+        """Split a group so rows x width stays under max_batch_tokens (one item always fits alone)."""
+        out, part, tokens = [], [], 0
+        for item in members:
+            cost = item.rows * item.row_width
+            if part and tokens + cost > self.max_batch_tokens:
+                out.append(part)
+                part, tokens = [], 0
+            part.append(item)
+            tokens += cost
+        if part:
+            out.append(part)
+        return out
+
+    def _forward(self, part: list[Item], retry_alone: bool) -> None:
+        first = part[0]
+        started = time.perf_counter()
+        try:
+            results = self.infer(first.name, [i.state for i in part], first.questions, first.options)
+        except Exception as e:  # noqa: BLE001 - scattered to the callers below
+            if retry_alone:
+                for item in part:
+                    self._forward([item], retry_alone=False)
+                return
+            first.future.set_exception(e)
+            return
+        elapsed = time.perf_counter() - started
+        self._forwards += 1
+        if self.on_forward is not None:
+            self.on_forward(sum(i.rows for i in part), len(part), elapsed)
+        for item, result in zip(part, results):
+            timing = Timing(self._forwards, (started - item.enqueued) * 1000.0, elapsed * 1000.0, len(part))
+            item.future.set_result((result, timing))

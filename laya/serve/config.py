@@ -1,0 +1,194 @@
+"""Server settings: defaults, then `LAYA_*` environment variables, then command-line flags."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    host: str = "0.0.0.0"
+    port: int = 8000
+    device: str | None = None
+    backend: str = "auto"
+    preload: bool = True
+    models: tuple[str, ...] = ()  # names to preload; empty = every registered one
+    extra_models: dict = field(default_factory=dict)  # {name: local dir or Hub id}
+    default_model: str = "multilingual"
+    max_loaded: int = 2
+    auto_task: bool = False
+    threads: int | None = None
+    idle_unload_seconds: float = 0.0
+    api_key: str | None = None
+    root_path: str = ""
+    log_level: str = "info"
+    # admission and limits
+    max_concurrent: int = 256  # requests admitted at once (the batcher wants many in flight)
+    max_queue_rows: int = 4096  # decisions waiting for the worker; beyond -> 429
+    max_body_bytes: int = 2 * 1024 * 1024
+    body_read_timeout: float = 10.0
+    max_token_budget: int = 8192
+    max_batch_tokens: int = 131072
+    jev_strict: bool = False
+    # dynamic batching
+    batching: bool = True
+    batch_window_ms: float = 2.0
+    max_batch_rows: int = 256  # states x questions in one forward
+    # Ray Serve
+    ray: bool = False
+    replicas: int = 1
+    max_replicas: int = 0  # > replicas turns on Ray autoscaling between the two
+
+    def with_overrides(self, **changes: Any) -> "ServeConfig":
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+# env name -> (field, parser)
+def _bool(name: str, raw: str) -> bool:
+    return raw.strip().lower() in TRUE_WORDS
+
+
+def _int(name: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+    return value
+
+
+def _float(name: str, raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+
+
+def _names(name: str, raw: str) -> tuple[str, ...]:
+    return tuple(n.strip() for n in raw.split(",") if n.strip())
+
+
+def _json_map(name: str, raw: str) -> dict:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{name} is not valid JSON ({e}); use {{\"name\": \"/path/or/org-repo\"}}") from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ValueError(f"{name} must be a JSON object {{name: source}} of strings")
+    return value
+
+
+def _text(name: str, raw: str) -> str:
+    return raw.strip()
+
+
+ENV = {
+    "LAYA_HOST": ("host", _text), "LAYA_PORT": ("port", _int), "LAYA_DEVICE": ("device", _text),
+    "LAYA_BACKEND": ("backend", _text), "LAYA_PRELOAD": ("preload", _bool), "LAYA_MODELS": ("models", _names),
+    "LAYA_EXTRA_MODELS": ("extra_models", _json_map), "LAYA_DEFAULT_MODEL": ("default_model", _text),
+    "LAYA_MAX_LOADED": ("max_loaded", _int), "LAYA_AUTO_TASK": ("auto_task", _bool),
+    "LAYA_THREADS": ("threads", _int), "LAYA_IDLE_UNLOAD_SECONDS": ("idle_unload_seconds", _float),
+    "LAYA_API_KEY": ("api_key", _text), "LAYA_ROOT_PATH": ("root_path", _text),
+    "LAYA_LOG_LEVEL": ("log_level", _text), "LAYA_MAX_CONCURRENT": ("max_concurrent", _int),
+    "LAYA_MAX_QUEUE_ROWS": ("max_queue_rows", _int), "LAYA_MAX_BODY_BYTES": ("max_body_bytes", _int),
+    "LAYA_BODY_READ_TIMEOUT": ("body_read_timeout", _float), "LAYA_MAX_TOKEN_BUDGET": ("max_token_budget", _int),
+    "LAYA_MAX_BATCH_TOKENS": ("max_batch_tokens", _int), "LAYA_JEV_STRICT": ("jev_strict", _bool),
+    "LAYA_BATCHING": ("batching", _bool), "LAYA_BATCH_WINDOW_MS": ("batch_window_ms", _float),
+    "LAYA_MAX_BATCH_ROWS": ("max_batch_rows", _int), "LAYA_REPLICAS": ("replicas", _int),
+    "LAYA_MAX_REPLICAS": ("max_replicas", _int),
+}
+
+
+def from_env(environ: dict | None = None, base: ServeConfig | None = None) -> ServeConfig:
+    """Settings from `LAYA_*` variables; unset or blank ones keep the default."""
+    environ = os.environ if environ is None else environ
+    changes = {}
+    for name, (attr, parse) in ENV.items():
+        raw = environ.get(name)
+        if raw is None or not raw.strip():
+            continue
+        changes[attr] = parse(name, raw)
+    return check(replace(base or ServeConfig(), **changes))
+
+
+def check(cfg: ServeConfig) -> ServeConfig:
+    """Refuse settings that cannot work, naming the value."""
+    positive = ("port", "max_concurrent", "max_queue_rows", "max_body_bytes", "max_token_budget", "max_batch_tokens",
+                "max_batch_rows", "max_loaded", "replicas")
+    for name in positive:
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r} must be a positive integer")
+    for name in ("body_read_timeout",):
+        if not getattr(cfg, name) > 0:
+            raise ValueError(f"{name}={getattr(cfg, name)!r} must be a positive number of seconds")
+    if cfg.batch_window_ms < 0 or cfg.idle_unload_seconds < 0:
+        raise ValueError("batch_window_ms and idle_unload_seconds must be >= 0")
+    if cfg.threads is not None and cfg.threads < 1:
+        raise ValueError(f"threads={cfg.threads!r} must be a positive integer")
+    if cfg.max_replicas and cfg.max_replicas < cfg.replicas:
+        raise ValueError(f"max_replicas={cfg.max_replicas} is below replicas={cfg.replicas}; raise it or use 0")
+    return cfg
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="laya serve", description="Serve laya over HTTP (System One API, "
+                                "Jev-compatible) with dynamic batching. Flags override LAYA_* variables.")
+    p.add_argument("--host")
+    p.add_argument("--port", type=int)
+    p.add_argument("--model", action="append", metavar="NAME=SOURCE", dest="model_sources",
+                   help="serve a local checkpoint dir or Hub id under NAME (repeatable)")
+    p.add_argument("--models", help="comma list of names to preload (default: all registered)")
+    p.add_argument("--default-model", help="the checkpoint auto-routing falls back to (default multilingual)")
+    p.add_argument("--device", help="cpu, cuda, cuda:N, mps or auto")
+    p.add_argument("--backend", help="eager, compile, tilelang or auto (default auto)")
+    p.add_argument("--no-preload", dest="preload", action="store_false", default=None,
+                   help="load checkpoints on first use instead of at start")
+    p.add_argument("--max-loaded", type=int)
+    p.add_argument("--auto-task", action="store_true", default=None, help="route workflow question sets to "
+                   "typed-decisions")
+    p.add_argument("--threads", type=int, help="torch intra-op threads")
+    p.add_argument("--idle-unload-seconds", type=float)
+    p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' (prefer LAYA_API_KEY: flags show in ps)")
+    p.add_argument("--root-path")
+    p.add_argument("--log-level")
+    p.add_argument("--max-concurrent", type=int)
+    p.add_argument("--max-queue-rows", type=int)
+    p.add_argument("--max-body-bytes", type=int)
+    p.add_argument("--body-read-timeout", type=float)
+    p.add_argument("--max-token-budget", type=int)
+    p.add_argument("--max-batch-tokens", type=int)
+    p.add_argument("--jev-strict", action="store_true", default=None, help="answer in the exact Jev shape")
+    p.add_argument("--no-batching", dest="batching", action="store_false", default=None)
+    p.add_argument("--batch-window-ms", type=float)
+    p.add_argument("--max-batch-rows", type=int)
+    p.add_argument("--ray", action="store_true", default=None, help="run as a Ray Serve deployment")
+    p.add_argument("--replicas", type=int)
+    p.add_argument("--max-replicas", type=int, help="with --ray: autoscale between --replicas and this")
+    return p
+
+
+def parse_model_sources(items: list[str] | None) -> dict:
+    out = {}
+    for item in items or []:
+        name, sep, source = item.partition("=")
+        if not sep or not name.strip() or not source.strip():
+            raise ValueError(f"--model {item!r} must look like NAME=SOURCE, e.g. support=/models/support-v2")
+        out[name.strip()] = source.strip()
+    return out
+
+
+def from_args(argv: list[str] | None = None, environ: dict | None = None) -> ServeConfig:
+    args = build_parser().parse_args(argv)
+    cfg = from_env(environ)
+    extra = {**cfg.extra_models, **parse_model_sources(args.model_sources)}
+    names = {f.name for f in fields(ServeConfig)}
+    changes = {k: v for k, v in vars(args).items() if k in names and v is not None}
+    if args.models is not None:
+        changes["models"] = _names("--models", args.models)
+    return check(replace(cfg, **changes, extra_models=extra))
