@@ -86,6 +86,11 @@ class Batcher:
     def queued_rows(self) -> int:
         return self._queued_rows
 
+    @property
+    def forwards(self) -> int:
+        """Predict calls that succeeded so far."""
+        return self._forwards
+
     def arriving(self, delta: int) -> None:
         with self._cond:
             self._arriving += delta

@@ -1,0 +1,221 @@
+"""Dynamic batching: concurrent requests merge into few predict calls and answer as serial `Router.predict`
+does (labels, keys and usage exact; floats to one unit of the 4th decimal, the project's batching
+tolerance); validation failures never enter a batch; one bad request never fails the others."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("fastapi")
+httpx = pytest.importorskip("httpx")
+
+from laya.router import Router  # noqa: E402
+from laya.serve import ServeConfig, create_app  # noqa: E402
+from laya.serve.batcher import Batcher, Item  # noqa: E402
+
+TRIAGE = {
+    "intent": {"type": "choice", "instructions": "What does the customer want?",
+               "criteria": {"refund": "money back", "bug": "something is broken", "other": None}},
+    "severity": {"type": "score", "instructions": "How severe is it?", "criteria": ["low", "medium", "high"]},
+    "escalate": {"type": "noul", "instructions": "Should a human take over?"},
+}
+SPAM = {"spam": {"type": "noul", "instructions": "Is this spam?", "labels": {"false": "ham", "true": "spam"}}}
+WORDS = "invoice refund crash login password charge twice urgent cancel thanks please broken".split()
+
+
+def state_for(i: int):
+    text = " ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(3 + (i * 5) % 40))
+    return text if i % 3 else {"ticket": text, "id": i}
+
+
+def request_for(i: int) -> dict:
+    body = {"state": state_for(i), "questions": TRIAGE if i % 4 else SPAM, "model": "tiny"}
+    if i % 5 == 0:
+        body["max_len"] = 128
+    return body
+
+
+@pytest.fixture(scope="module")
+def router(tiny_checkpoint):
+    return Router(models={"tiny": tiny_checkpoint}, default="tiny", device="cpu")
+
+
+async def fire(app, bodies: list[dict], clients: int) -> list[httpx.Response]:
+    """`clients` concurrent clients, each sending its share of `bodies` one after another."""
+    transport = httpx.ASGITransport(app=app)
+    out: list = [None] * len(bodies)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test", timeout=60) as c:
+        async def client(k: int) -> None:
+            for i in range(k, len(bodies), clients):
+                out[i] = await c.post("/v1/systemone", json=bodies[i])
+        await asyncio.gather(*(client(k) for k in range(clients)))
+    return out
+
+
+def assert_same(a, b, tol=1.01e-4):
+    """Same keys (in order), labels, types and texts; floats equal up to one unit of the 4th decimal: a padded
+    batch reorders fp32 sums, so a value near a rounding boundary may land either side (as in test_agent)."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b)
+        for key in a:
+            assert_same(a[key], b[key], tol)
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same(x, y, tol)
+    elif isinstance(a, float) and not isinstance(b, bool):
+        assert isinstance(b, (int, float)) and abs(a - b) <= tol, (a, b)
+    else:
+        assert a == b
+
+
+def without_jev(result: dict) -> dict:
+    answers = {q: {k: v for k, v in a.items() if k != "x_jev_confidence"} for q, a in result["answers"].items()}
+    return {**result, "answers": answers}
+
+
+def serve(router, **cfg):
+    app = create_app(ServeConfig(preload=True, models=("tiny",), **cfg), router=router)
+    app.state.server.start()
+    return app
+
+
+def test_32_concurrent_clients_match_serial_predict(router):
+    bodies = [request_for(i) for i in range(96)]
+    serial = [json.loads(json.dumps(router.predict(b["state"], b["questions"], model="tiny",
+                                                   max_len=b.get("max_len")))) for b in bodies]
+    app = serve(router, batch_window_ms=5.0)
+    try:
+        responses = asyncio.run(fire(app, bodies, clients=32))
+        server = app.state.server
+        assert all(r.status_code == 200 for r in responses), [r.text for r in responses if r.status_code != 200]
+        for i, (r, want) in enumerate(zip(responses, serial)):
+            assert_same(without_jev(r.json()), want)
+        # three compatible groups at most per gathered batch: far fewer forwards than requests
+        assert server.batcher.forwards < len(bodies) / 2, server.batcher.forwards
+        assert 'laya_batch_items_bucket{le="1.0"}' in server.metrics.render()[0].decode()
+    finally:
+        app.state.server.stop()
+
+
+def test_batching_off_runs_one_request_per_forward(router):
+    bodies = [request_for(i) for i in range(12)]
+    app = serve(router, batching=False)
+    try:
+        responses = asyncio.run(fire(app, bodies, clients=6))
+        assert all(r.status_code == 200 for r in responses)
+        assert app.state.server.batcher.forwards == len(bodies)
+    finally:
+        app.state.server.stop()
+
+
+def test_one_bad_request_never_fails_the_others(router):
+    """A grouped call that raises is retried member by member: only the bad one fails (500, no details);
+    a request whose rows cannot be built (422) sits in its own group and fails alone too."""
+    app = serve(router, batch_window_ms=20.0)
+    server = app.state.server
+    real = server.batcher.infer
+    calls = []
+
+    def flaky(name, states, questions, options):
+        calls.append(len(states))
+        if any(s == "boom" for s in states):
+            raise RuntimeError("poisoned state")
+        return real(name, states, questions, options)
+
+    server.batcher.infer = flaky
+    bodies = [request_for(i) for i in range(1, 24) if i % 4 and i % 5]  # one question set, one budget
+    bodies.insert(7, {"state": "boom", "questions": TRIAGE, "model": "tiny"})
+    many = {"q": {"type": "choice", "instructions": "pick", "criteria": [f"option {i}" for i in range(40)]}}
+    bodies.insert(3, {"state": "tight", "questions": many, "model": "tiny", "max_len": 48, "head_max_len": 40})
+    try:
+        responses = asyncio.run(fire(app, bodies, clients=len(bodies)))
+    finally:
+        server.stop()
+    by_state = {json.dumps(b["state"]): r for b, r in zip(bodies, responses)}
+    assert by_state['"boom"'].status_code == 500 and by_state['"boom"'].json() == {"detail": "inference failed"}
+    assert by_state['"tight"'].status_code == 422
+    good = [(b, r) for b, r in zip(bodies, responses) if b["state"] not in ("boom", "tight")]
+    assert all(r.status_code == 200 for _, r in good)
+    for b, r in good:
+        assert_same(without_jev(r.json()), json.loads(json.dumps(router.predict(b["state"], b["questions"],
+                                                                                model="tiny"))))
+    assert max(calls) > 1 and calls.count(1) >= 2  # a grouped call happened, then members ran alone
+
+
+def test_validation_failures_never_reach_the_worker(router):
+    app = serve(router)
+    server = app.state.server
+    seen = []
+    real = server.batcher.infer
+    server.batcher.infer = lambda *a: seen.append(a) or real(*a)
+    bad = [{"state": None, "questions": TRIAGE}, {"state": "x", "questions": {"q": {"type": "nope"}}},
+           {"state": "x", "questions": TRIAGE, "max_len": -1}, {"state": "x", "questions": TRIAGE, "hooks": 1},
+           {"state": "x", "questions": TRIAGE, "model": "/a/path"}, {"state": "x", "questions": TRIAGE,
+                                                                      "task": "unknown-task"}]
+    try:
+        responses = asyncio.run(fire(app, bad, clients=len(bad)))
+    finally:
+        server.stop()
+    assert [r.status_code for r in responses] == [400, 422, 422, 422, 422, 422]
+    assert seen == [] and server.batcher.forwards == 0
+
+
+# ---- the Batcher on its own ------------------------------------------------------------------------
+
+def item(key: str, state: str, rows: int = 1, width: int = 100) -> Item:
+    return Item((key,), "m", state, {"q": key}, rows, width, {})
+
+
+def test_batcher_groups_by_key_and_caps_pass_tokens():
+    calls = []
+    gate = threading.Event()
+
+    def infer(name, states, questions, options):
+        gate.wait(5)
+        calls.append((questions["q"], list(states)))
+        return [f"{questions['q']}:{s}" for s in states]
+
+    b = Batcher(infer, window_ms=50, max_rows=64, max_batch_tokens=250)
+    try:
+        first = b.submit([item("a", "0")])  # occupies the worker until the gate opens
+        time.sleep(0.1)
+        rest = b.submit([item("a", "1"), item("b", "2"), item("a", "3"), item("a", "4"), item("b", "5")])
+        gate.set()
+        results = [f.result(5)[0] for f in first + rest]
+    finally:
+        b.stop()
+    assert results == ["a:0", "a:1", "b:2", "a:3", "a:4", "b:5"]
+    # 'a' has 3 waiting items of 100 tokens with a cap of 250: passes of 2 and 1
+    assert calls == [("a", ["0"]), ("a", ["1", "3"]), ("a", ["4"]), ("b", ["2", "5"])]
+
+
+def test_batcher_retries_members_alone_and_reports_errors():
+    def infer(name, states, questions, options):
+        if "bad" in states:
+            raise ValueError("state 'bad' is bad")
+        return [s.upper() for s in states]
+
+    b = Batcher(infer, window_ms=30, max_rows=64)
+    try:
+        futures = b.submit([item("a", "x"), item("a", "bad"), item("a", "y")])
+        assert futures[0].result(5)[0] == "X" and futures[2].result(5)[0] == "Y"
+        with pytest.raises(ValueError, match="state 'bad' is bad"):
+            futures[1].result(5)
+    finally:
+        b.stop()
+
+
+def test_batcher_does_not_wait_when_nobody_is_arriving():
+    b = Batcher(lambda n, s, q, o: list(s), window_ms=2000, max_rows=64)
+    try:
+        start = time.perf_counter()
+        b.submit([item("a", "x")])[0].result(5)
+        assert time.perf_counter() - start < 1.0  # the 2 s window is skipped: no request is on its way
+    finally:
+        b.stop()
