@@ -1,7 +1,7 @@
 """Build, load and check an AOTInductor package of a laya DecisionModel (CPU or CUDA).
 
     python scripts/check_aoti.py --output-dir DIR [--model CKPT_DIR] [--device auto|cpu|cuda]
-        [--dtype auto|fp32|bf16] [--compiled-baselines] [--groups G] [--repeats R] [--warmup W]
+        [--dtype auto|fp32|bf16] [--[no-]compiled-baselines] [--amp-cpu] [--groups G] [--repeats R] [--warmup W]
 
 Without --model a tiny random ModernBERT checkpoint is built in a temporary directory (no network).
 Steps: export a separate eval copy with explicit weights (bf16 on CUDA, fp32 on the CPU) outside
@@ -284,7 +284,7 @@ def latency(args, device, dtype, fp32_model, explicit, runner, inputs) -> dict:
     if device == "cuda" or args.amp_cpu:
         variants["amp_eager"] = (fp32_model, amp)
     variants[f"explicit_{'bf16' if dtype == torch.bfloat16 else 'fp32'}_eager"] = (explicit, none)
-    if args.compiled_baselines:
+    if args.compiled_baselines or (args.compiled_baselines is None and device == "cuda"):
         if "amp_eager" in variants:
             variants["amp_compiled"] = (torch.compile(fp32_model, dynamic=True), amp)
         variants[f"explicit_{'bf16' if dtype == torch.bfloat16 else 'fp32'}_compiled"] = (
@@ -307,8 +307,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--dtype", default="auto", choices=("auto", "fp32", "bf16"),
                         help="weights of the exported copy (default bf16 on CUDA, fp32 on the CPU)")
-    parser.add_argument("--compiled-baselines", action="store_true",
-                        help="also time torch.compile(dynamic=True) of both models (slow to compile on a CPU)")
+    parser.add_argument("--compiled-baselines", action=argparse.BooleanOptionalAction, default=None,
+                        help="also time torch.compile(dynamic=True) of both models (default: on for CUDA, off "
+                             "on the CPU, where compiling them costs minutes)")
     parser.add_argument("--amp-cpu", action="store_true", help="also time AMP (bf16 autocast) eager on the CPU")
     parser.add_argument("--groups", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=30)
