@@ -1,0 +1,154 @@
+"""Training examples from files: gold-probability JSONL, or text+label CSV/JSONL.
+
+Questions are validated and rendered exactly as at inference (`laya.questions.check_question`), so
+a model trained here sees the token rows the Agent will build.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..questions import Question, check_question
+
+
+@dataclass
+class Example:
+    """One (state, question) row and its gold probabilities in canonical option order."""
+
+    state: Any
+    question: Question
+    target: np.ndarray  # float64 [k], sums to 1
+
+
+def _where(source: str, line: int) -> str:
+    return f"{source}:{line}"
+
+
+def normalise_target(values: list[float], where: str) -> np.ndarray:
+    """Gold probabilities summing to 1; all zero -> uniform; negative or non-finite -> ValueError."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0:
+        raise ValueError(f"{where}: the gold probabilities are empty")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"{where}: gold probabilities must be finite and >= 0, got {values!r}")
+    total = arr.sum()
+    return np.full(arr.size, 1.0 / arr.size) if total == 0 else arr / total
+
+
+def option_keys(q: Question) -> list[str]:
+    """The keys gold probabilities use: choice labels as strings, score levels "0".., noul "false"/"true"."""
+    return [str(label) for label in q.labels]
+
+
+def target_from_probabilities(q: Question, probabilities: Any, where: str) -> np.ndarray:
+    if not isinstance(probabilities, dict):
+        raise ValueError(f"{where}: 'probabilities' for question '{q.qid}' must be a dict {{option: p}}")
+    keys = option_keys(q)
+    unknown = [k for k in probabilities if str(k) not in keys]
+    if unknown:
+        raise ValueError(f"{where}: question '{q.qid}' has gold for unknown options {unknown}; "
+                         f"its options are {keys}")
+    given = {str(k): v for k, v in probabilities.items()}
+    values = []
+    for key in keys:
+        v = given.get(key, 0.0)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError(f"{where}: gold probability for option {key!r} of '{q.qid}' must be a number, got {v!r}")
+        values.append(float(v))
+    return normalise_target(values, where)
+
+
+def target_from_expected(q: Question, expected: Any, smoothing: float = 0.0) -> np.ndarray:
+    """One expected answer -> a (label-smoothed) target. noul takes a bool or "true"/"false"."""
+    keys = option_keys(q)
+    if q.qtype == "noul" and isinstance(expected, bool):
+        expected = "true" if expected else "false"
+    key = str(expected).lower() if q.qtype == "noul" else str(expected)
+    if key not in keys:
+        raise ValueError(f"question '{q.qid}': expected answer {expected!r} is not one of its options {keys}")
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"label smoothing must be in [0, 1), got {smoothing!r}")
+    target = np.full(len(keys), smoothing / len(keys))
+    target[keys.index(key)] += 1.0 - smoothing
+    return target
+
+
+def load_gold_jsonl(path: str, smoothing: float = 0.0) -> list[Example]:
+    """Rows `{"state", "questions": {qid: def}, "gold": {qid: {"probabilities": {...}}}}` (or
+    `"expected": {qid: answer}`); questions without gold are skipped."""
+    examples = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = _where(path, line_no)
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{where}: not valid JSON ({e})") from None
+            if not isinstance(row, dict) or "state" not in row or not isinstance(row.get("questions"), dict):
+                raise ValueError(f"{where}: each row needs 'state' and a 'questions' dict")
+            gold, expected = row.get("gold") or {}, row.get("expected") or {}
+            for qid, definition in row["questions"].items():
+                q = check_question(qid, definition)
+                if qid in gold:
+                    entry = gold[qid]
+                    probs = entry.get("probabilities") if isinstance(entry, dict) else None
+                    target = target_from_probabilities(q, probs, where)
+                elif qid in expected:
+                    target = target_from_expected(q, expected[qid], smoothing)
+                else:
+                    continue
+                examples.append(Example(row["state"], q, target))
+    return examples
+
+
+def load_text_label(path: str, text_column: str = "text", label_column: str = "label", question_id: str = "label",
+                    instructions: str = "Which label fits the text?", smoothing: float = 0.0,
+                    labels: list[str] | None = None) -> list[Example]:
+    """CSV (by extension) or JSONL rows with a text and a label column -> one choice question over all
+    labels seen (sorted, or `labels` when given)."""
+    if path.lower().endswith(".csv"):
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.DictReader(f))
+    else:
+        with open(path, encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    for i, row in enumerate(rows, 1):
+        if text_column not in row or label_column not in row:
+            raise ValueError(f"{path}: row {i} lacks column {text_column!r} or {label_column!r} "
+                             f"(it has {sorted(row)}); pass --text-column / --label-column")
+    names = labels or sorted({str(row[label_column]) for row in rows})
+    q = check_question(question_id, {"type": "choice", "instructions": instructions, "criteria": names})
+    return [Example(str(row[text_column]), q, target_from_expected(q, str(row[label_column]), smoothing))
+            for row in rows]
+
+
+def load_examples(path: str, text_column: str | None = None, **kwargs: Any) -> list[Example]:
+    """Gold JSONL, unless a text column is named or the file is a CSV."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"training data {path} not found")
+    if text_column is not None or path.lower().endswith(".csv"):
+        return load_text_label(path, text_column or "text", **kwargs)
+    return load_gold_jsonl(path, kwargs.get("smoothing", 0.0))
+
+
+def with_option_order(example: Example, order: list[int]) -> tuple[Question, np.ndarray]:
+    """The question showing option order[s] in slot s, and the target permuted to slot order."""
+    from dataclasses import replace
+
+    q = replace(example.question, option_order=tuple(order))
+    return q, example.target[list(order)]
+
+
+def check_finite(x: float, what: str) -> float:
+    if not math.isfinite(x):
+        raise FloatingPointError(f"{what} is not finite ({x}); lower the learning rates or check the data")
+    return x

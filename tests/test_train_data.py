@@ -1,0 +1,57 @@
+"""scripts/make_training_data.py: regenerable from a seed, valid questions, held-out pools disjoint."""
+
+from __future__ import annotations
+
+import json
+
+from make_training_data import CHOICE_Q, DOMAINS, NOUL_Q, SCORES, TEMPLATES, N_HELD_TEMPLATES, main, make_dataset, split
+
+from laya.questions import check_questions
+from laya.train.data import load_gold_jsonl
+
+
+def test_same_seed_same_data_other_seed_other_data():
+    a = make_dataset(3, 90, 30)
+    assert a == make_dataset(3, 90, 30)
+    assert a[0] != make_dataset(4, 90, 30)[0]
+
+
+def test_records_valid_and_cover_types_and_sizes(tmp_path):
+    main([str(tmp_path), "--seed", "1", "--train", "600", "--heldout", "150"])
+    examples = load_gold_jsonl(str(tmp_path / "train.jsonl"))
+    assert len(examples) == 600
+    assert {e.question.qtype for e in examples} == {"choice", "score", "noul"}
+    ks = {e.question.k for e in examples if e.question.qtype == "choice"}
+    assert min(ks) == 2 and max(ks) == 20
+    for line in open(tmp_path / "heldout.jsonl", encoding="utf-8"):
+        check_questions(json.loads(line)["questions"])
+    metas = [json.loads(line)["meta"] for line in open(tmp_path / "train.jsonl", encoding="utf-8")]
+    assert any(m.get("distractor") for m in metas) and any(m.get("hard_negative") for m in metas)
+
+
+def option_labels(records):
+    out = set()
+    for r in records:
+        q = r["questions"]["q"]
+        if q["type"] == "choice":
+            out |= set(q["criteria"])
+        elif q["type"] == "score":
+            out |= {json.dumps(q["criteria"])}
+    return out
+
+
+def test_heldout_label_sets_instructions_and_templates_unseen():
+    train, held = make_dataset(0, 900, 300)
+    assert option_labels(train).isdisjoint(option_labels(held))
+    assert {r["questions"]["q"]["instructions"] for r in train}.isdisjoint(
+        {r["questions"]["q"]["instructions"] for r in held})
+    # the string pools themselves: every "a|b|HELD" list gives its last item to the held-out split only
+    pools = [c[i] for d in DOMAINS.values() for c in d["concepts"].values() for i in range(3)]
+    pools += list(CHOICE_Q.values()) + [NOUL_Q] + [cue for s in SCORES.values() for cue in s["cues"]]
+    for pool in pools:
+        assert set(split(pool, True)).isdisjoint(split(pool, False)), pool
+    held_frames = TEMPLATES[-N_HELD_TEMPLATES:]
+    for r in held[:60]:  # held-out states start like a held-out frame, never like a training one
+        text = next(iter(r["state"].values()))
+        assert not any(text.startswith(f.split("{")[0]) and f.split("{")[0] for f in TEMPLATES[:-N_HELD_TEMPLATES]
+                       if f not in held_frames)
