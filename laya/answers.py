@@ -7,8 +7,6 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from .questions import QTYPES, QTYPE_NAMES, Question
 
 TEMP_MIN = 0.5
@@ -83,18 +81,22 @@ def primary_subtag(lang: str) -> str:
     return lang.strip().split("-")[0].split("_")[0].lower()
 
 
-def confidence_from_probs(p: np.ndarray, k: int) -> float:
-    """1 - H(p)/ln k clipped to [0, 1]; 1.0 for fewer than two options."""
+def confidence_from_probs(p: Any, k: int) -> float:
+    """1 - H(p)/ln k clipped to [0, 1]; 1.0 for fewer than two options. (Plain floats: these run per
+    answer on a handful of options, where numpy's per-call cost dominates.)"""
     if k < 2:
         return 1.0
-    q = np.clip(np.asarray(p, dtype=np.float64)[:k], 1e-12, 1.0)
-    return float(np.clip(1.0 - float(-(q * np.log(q)).sum()) / math.log(k), 0.0, 1.0))
+    entropy = 0.0
+    for v in list(p)[:k]:
+        v = min(1.0, max(1e-12, float(v)))
+        entropy -= v * math.log(v)
+    return min(1.0, max(0.0, 1.0 - entropy / math.log(k)))
 
 
-def answer_confidence(p: np.ndarray, k: int) -> float:
+def answer_confidence(p: Any, k: int) -> float:
     if k < 1:
         return 1.0
-    return float(np.clip(np.max(np.asarray(p)[:k]), 0.0, 1.0))
+    return min(1.0, max(0.0, max(float(v) for v in list(p)[:k])))
 
 
 def apply_binning_map(conf: float, bucket: str, binning_map: dict | None) -> float:
@@ -106,10 +108,13 @@ def apply_binning_map(conf: float, bucket: str, binning_map: dict | None) -> flo
     return float(entry["values"][index])
 
 
-def softmax(z: np.ndarray) -> np.ndarray:
-    z = np.asarray(z, dtype=np.float64)
-    e = np.exp(z - z.max())
-    return e / e.sum()
+def softmax(z: Any) -> list[float]:
+    """Max-shifted softmax in float64 on a short sequence."""
+    z = [float(v) for v in z]
+    top = max(z)
+    e = [math.exp(v - top) for v in z]
+    total = sum(e)
+    return [v / total for v in e]
 
 
 @dataclass
@@ -131,15 +136,16 @@ class Calibration:
         return self.temperature_by_options.get(bucket, self.temperature[qtype]), False
 
 
-def decode_answer(q: Question, logits_row: np.ndarray, act_prob: float, cal: Calibration,
+def decode_answer(q: Question, logits_row: Any, act_prob: float, cal: Calibration,
                   lang: str | None = None) -> dict:
     """One answer dict from this question's row of logits (slot order) and act probability."""
     k = q.k
     t, lang_used = cal.temperature_for(q.qtype_id, k, lang)
-    p_slots = softmax(np.asarray(logits_row[:k], dtype=np.float64) / t)
+    p_slots = softmax([float(v) / t for v in logits_row[:k]])
     if q.option_order is not None:
-        p = np.empty(k)
-        p[list(q.option_order)] = p_slots  # slot s held option order[s]
+        p = [0.0] * k
+        for slot, option in enumerate(q.option_order):  # slot s held option order[s]
+            p[option] = p_slots[slot]
     else:
         p = p_slots
     conf = confidence_from_probs(p, k)
@@ -148,17 +154,17 @@ def decode_answer(q: Question, logits_row: np.ndarray, act_prob: float, cal: Cal
         ans_conf = apply_binning_map(ans_conf, temp_bucket(q.qtype_id, k), cal.binning_map)
     action = {"act_probability": round(float(act_prob), ROUND)}
     if q.qtype == "choice":
-        best = int(np.argmax(p))
+        best = max(range(k), key=p.__getitem__)  # first of equal maxima, like argmax
         return {"type": "choice", "choice": q.labels[best],
-                "probabilities": {label: round(float(v), ROUND) for label, v in zip(q.labels, p)},
+                "probabilities": {label: round(v, ROUND) for label, v in zip(q.labels, p)},
                 "confidence": round(conf, ROUND), "answer_confidence": round(ans_conf, ROUND), "action": action}
     if q.qtype == "score":
-        expected = float(np.dot(np.arange(k), p))
+        expected = sum(i * v for i, v in enumerate(p))
         return {"type": "score", "score": round(expected, ROUND),
                 "legend": {str(i): text for i, text in enumerate(q.legend)},
-                "probabilities": {str(i): round(float(v), ROUND) for i, v in enumerate(p)},
+                "probabilities": {str(i): round(v, ROUND) for i, v in enumerate(p)},
                 "confidence": round(conf, ROUND), "answer_confidence": round(ans_conf, ROUND), "action": action}
-    p_true = float(p[1])
+    p_true = p[1]
     return {"type": "noul", "noul": round(p_true, ROUND), "confidence": round(max(p_true, 1.0 - p_true), ROUND),
             "answer_confidence": round(ans_conf, ROUND), "action": action}
 

@@ -18,7 +18,7 @@ from .answers import Calibration, apply_min_confidence, check_min_confidence, de
 from .calibration import TEMPERATURE_KEYS, read_calibration, write_calibration
 from .hooks import HookRegistry, PredictContext
 from .questions import Question, check_questions, keeps_tail, render_state
-from .sequence import DEFAULT_HEAD_MAX_LEN, Batch, Row, build_row, collate, encode, question_cache, scrub_mask
+from .sequence import DEFAULT_HEAD_MAX_LEN, Batch, Row, build_row, collate, encode, scrub_mask, tokenizer_view
 
 DEFAULT_MAX_LEN = 512
 
@@ -137,7 +137,7 @@ class Predictor(HookRegistry):
         chunk = n if batch_size is None else batch_size
         sorting = sort_by_length and batch_size is not None and 1 < batch_size < n
         window = 8 * chunk if sorting else n
-        with question_cache(), self._chunks_scope(chunk < n):
+        with self._chunks_scope(chunk < n):
             for start in range(0, n, window):
                 idx = list(range(start, min(n, start + window)))
                 encoded = {i: self._rows(texts[i], keeps_tail(states[i]), qs, max_len, head_max_len) for i in idx}
@@ -146,7 +146,8 @@ class Predictor(HookRegistry):
                 for c in range(0, len(idx), chunk):
                     part = idx[c:c + chunk]
                     rows = [r for i in part for r in encoded[i][1]]
-                    logits, act = self._infer(collate(rows, self.tok.pad_token_id))
+                    logits, act = self._infer(collate(rows, tokenizer_view(self.tok).pad_id))
+                    logits, act = logits.tolist(), act.tolist()  # plain floats: decoding is per element
                     for j, i in enumerate(part):
                         offset = j * len(qs)
                         results[i] = self._result(qs, encoded[i], logits[offset:offset + len(qs)],
@@ -158,7 +159,7 @@ class Predictor(HookRegistry):
         state_ids = encode(self.tok, scrub_mask(self.tok, text))
         return len(state_ids), [build_row(self.tok, q, state_ids, keep_tail, max_len, head_max_len) for q in qs]
 
-    def _result(self, qs: list[Question], encoded: tuple[int, list[Row]], logits: np.ndarray, act: np.ndarray,
+    def _result(self, qs: list[Question], encoded: tuple[int, list[Row]], logits: list, act: list,
                 cal: Calibration, lang: str | None, min_confidence: Any) -> dict:
         state_tokens, rows = encoded
         answers = {}

@@ -6,12 +6,13 @@ then for each option slot `[MASK] " <option text>"`, then [SEP], the state token
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
+import numpy as np
 import torch
 
 from .questions import Question
@@ -21,55 +22,68 @@ MIN_INSTRUCTION_BUDGET = 16  # below this many free head tokens, option spans ar
 MIN_TOKENS_PER_OPTION = 4
 MIN_INSTRUCTION_TOKENS = 8
 DEFAULT_HEAD_MAX_LEN = 192
+HEAD_CACHE_SIZE = 4096  # question heads kept per tokenizer (agents ask the same questions again and again)
 
 # Shared fast tokenizers are not re-entrant ("Already borrowed"): every encode goes through this.
 TOKENIZER_LOCK = threading.RLock()
 
-_head_cache: contextvars.ContextVar[dict | None] = contextvars.ContextVar("laya_head_cache", default=None)
 
+class TokenizerView:
+    """What rows need from a tokenizer, read once: special ids, a plain Rust backend, a head cache.
 
-@contextlib.contextmanager
-def question_cache() -> Iterator[None]:
-    """Scope a cache of question heads to one predict call (identical heads across states)."""
-    token = _head_cache.set({})
-    try:
-        yield
-    finally:
-        _head_cache.reset(token)
-
-
-_plain_backends: dict[int, Any] = {}
-
-
-def _plain_backend(tok: Any) -> Any:
-    """The tokenizer's Rust backend without the padding/truncation its tokenizer.json may carry.
-
-    transformers switches those off for each `tok(text)` call; a bare `backend.encode` would apply them
-    (e.g. pad every text to 128 tokens), so a private copy with both disabled is cached per tokenizer.
+    transformers' special-token properties go through a slow `__getattr__`; `tok(text)` switches off the
+    padding/truncation a tokenizer.json may carry, which a bare `backend.encode` would apply (e.g. pad
+    every text to 128 tokens), so the view keeps a private backend copy with both disabled.
     """
-    plain = _plain_backends.get(id(tok))
-    if plain is None or plain[0] is not tok:
-        from tokenizers import Tokenizer
 
-        backend = Tokenizer.from_str(tok.backend_tokenizer.to_str())
-        backend.no_padding()
-        backend.no_truncation()
-        plain = _plain_backends[id(tok)] = (tok, backend)
-    return plain[1]
+    def __init__(self, tok: Any):
+        self.cls_id, self.sep_id, self.pad_id = tok.cls_token_id, tok.sep_token_id, tok.pad_token_id
+        self.mask_id, self.mask_token = tok.mask_token_id, tok.mask_token
+        self.backend = None
+        if getattr(tok, "backend_tokenizer", None) is not None:
+            from tokenizers import Tokenizer
+
+            self.backend = Tokenizer.from_str(tok.backend_tokenizer.to_str())
+            self.backend.no_padding()
+            self.backend.no_truncation()
+        self.tok = weakref.ref(tok)
+        self.heads: OrderedDict = OrderedDict()  # (question, head_max_len) -> Head, least recent first
+
+
+_views: "weakref.WeakKeyDictionary[Any, TokenizerView]" = weakref.WeakKeyDictionary()
+
+
+def tokenizer_view(tok: Any) -> TokenizerView:
+    view = _views.get(tok)
+    if view is None:
+        with TOKENIZER_LOCK:
+            view = _views.get(tok)
+            if view is None:
+                view = _views[tok] = TokenizerView(tok)
+    return view
 
 
 def encode(tok: Any, text: str) -> list[int]:
     """Token ids of `text` without special tokens: the same ids as `tok(text, add_special_tokens=False)`,
     from the Rust backend directly when there is one (less per-call overhead)."""
+    view = tokenizer_view(tok)
     with TOKENIZER_LOCK:
-        if getattr(tok, "backend_tokenizer", None) is not None:
-            return _plain_backend(tok).encode(text, add_special_tokens=False).ids
+        if view.backend is not None:
+            return view.backend.encode(text, add_special_tokens=False).ids
         return tok(text, add_special_tokens=False)["input_ids"]
+
+
+def encode_many(tok: Any, texts: list[str]) -> list[list[int]]:
+    view = tokenizer_view(tok)
+    with TOKENIZER_LOCK:
+        if view.backend is not None:
+            return [e.ids for e in view.backend.encode_batch(texts, add_special_tokens=False)]
+        return [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
 
 
 def scrub_mask(tok: Any, text: str) -> str:
     """The mask token marks options; any literal copy of it in user text becomes a space."""
-    mask = tok.mask_token
+    mask = tokenizer_view(tok).mask_token
     return text.replace(mask, " ") if mask and mask in text else text
 
 
@@ -82,14 +96,17 @@ class Head:
 
 
 def build_head(tok: Any, q: Question, head_max_len: int) -> Head:
-    """The question part of a row, with the published 48-token cap and budget squeeze."""
-    cache = _head_cache.get()
-    key = (id(tok), q, head_max_len)
-    if cache is not None and key in cache:
-        return cache[key]
-    ins_ids = encode(tok, scrub_mask(tok, f"{q.qtype} question: {q.instructions}"))
-    spans = [[tok.mask_token_id] + encode(tok, scrub_mask(tok, " " + text))[:OPTION_TOKEN_CAP]
-             for text in q.slot_texts()]
+    """The question part of a row, with the published 48-token cap and budget squeeze (cached)."""
+    view = tokenizer_view(tok)
+    key = (q, head_max_len)
+    with TOKENIZER_LOCK:
+        head = view.heads.get(key)
+        if head is not None:
+            view.heads.move_to_end(key)
+            return head
+    texts = [f"{q.qtype} question: {q.instructions}", *(" " + t for t in q.slot_texts())]
+    ins_ids, *option_ids = encode_many(tok, [scrub_mask(tok, t) for t in texts])
+    spans = [[view.mask_id] + ids[:OPTION_TOKEN_CAP] for ids in option_ids]
     budget = head_max_len - sum(len(s) for s in spans)
     per = None
     if budget < MIN_INSTRUCTION_BUDGET:
@@ -97,15 +114,17 @@ def build_head(tok: Any, q: Question, head_max_len: int) -> Head:
         spans = [s[:per] for s in spans]
         budget = head_max_len - sum(len(s) for s in spans)
     ins_ids = ins_ids[:max(MIN_INSTRUCTION_TOKENS, budget)]
-    ids = [tok.cls_token_id, *ins_ids, tok.sep_token_id]
+    ids = [view.cls_id, *ins_ids, view.sep_id]
     markers = []
     for span in spans:
         markers.append(len(ids))
         ids.extend(span)
-    ids.append(tok.sep_token_id)
+    ids.append(view.sep_id)
     head = Head(tuple(ids), tuple(markers), per, len({tuple(s) for s in spans}))
-    if cache is not None:
-        cache[key] = head
+    with TOKENIZER_LOCK:
+        view.heads[key] = head
+        while len(view.heads) > HEAD_CACHE_SIZE:
+            view.heads.popitem(last=False)
     return head
 
 
@@ -133,7 +152,7 @@ def build_row(tok: Any, q: Question, state_ids: list[int], keep_tail: bool,
         part = state_ids
     else:
         part = state_ids[len(state_ids) - room:] if keep_tail else state_ids[:room]
-    ids = [*head.ids, *part, tok.sep_token_id][:max_len]
+    ids = [*head.ids, *part, tokenizer_view(tok).sep_id][:max_len]
     markers = [m for m in head.markers if m < max_len]
     if len(markers) < q.k:
         raise ValueError(
@@ -160,15 +179,22 @@ class Batch:
 
 def collate(rows: list[Row], pad_id: int) -> Batch:
     """Right-pad rows into one batch (rows in (state, question) order)."""
+    n = len(rows)
     width = max(len(r.ids) for r in rows)
     k = max(len(r.markers) for r in rows)
-    # One tensor() call per field: padded Python lists are much cheaper than per-row slicing.
-    input_ids = torch.tensor([r.ids + [pad_id] * (width - len(r.ids)) for r in rows], dtype=torch.long)
-    attention_mask = torch.tensor([[1] * len(r.ids) + [0] * (width - len(r.ids)) for r in rows], dtype=torch.long)
-    marker_pos = torch.tensor([r.markers + [0] * (k - len(r.markers)) for r in rows], dtype=torch.long)
-    marker_mask = torch.tensor([[True] * len(r.markers) + [False] * (k - len(r.markers)) for r in rows])
-    qtype = torch.tensor([r.qtype for r in rows], dtype=torch.long)
-    return Batch(input_ids, attention_mask, marker_pos, marker_mask, qtype, rows)
+    # Filled numpy buffers handed to torch without a copy: cheaper than torch.tensor on nested lists.
+    input_ids = np.full((n, width), pad_id, dtype=np.int64)
+    attention_mask = np.zeros((n, width), dtype=np.int64)
+    marker_pos = np.zeros((n, k), dtype=np.int64)
+    marker_mask = np.zeros((n, k), dtype=np.bool_)
+    for i, r in enumerate(rows):
+        input_ids[i, :len(r.ids)] = r.ids
+        attention_mask[i, :len(r.ids)] = 1
+        marker_pos[i, :len(r.markers)] = r.markers
+        marker_mask[i, :len(r.markers)] = True
+    qtype = np.fromiter((r.qtype for r in rows), dtype=np.int64, count=n)
+    return Batch(torch.from_numpy(input_ids), torch.from_numpy(attention_mask), torch.from_numpy(marker_pos),
+                 torch.from_numpy(marker_mask), torch.from_numpy(qtype), rows)
 
 
 def pad_tokens_to(tensors: tuple, multiple: int, pad_id: int) -> tuple:

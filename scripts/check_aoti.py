@@ -153,15 +153,14 @@ def resolve_device(name: str) -> str:
 def build_requests(agent, max_len: int) -> list[tuple]:
     """Real tokenised, collated requests (the Agent's own row builder), padded into the package ranges."""
     from laya.questions import check_questions, keeps_tail, render_state
-    from laya.sequence import collate, question_cache
+    from laya.sequence import collate
 
     head_max_len = int(agent.cfg.get("head_max_len", 192))
     batches = []
-    with question_cache():
-        for states, qids in REQUESTS:
-            qs = check_questions({q: QUESTIONS[q] for q in qids})
-            rows = [r for s in states for r in agent._rows(render_state(s), keeps_tail(s), qs, max_len, head_max_len)[1]]
-            batches.append(collate(rows, agent.tok.pad_token_id).tensors())
+    for states, qids in REQUESTS:
+        qs = check_questions({q: QUESTIONS[q] for q in qids})
+        rows = [r for s in states for r in agent._rows(render_state(s), keeps_tail(s), qs, max_len, head_max_len)[1]]
+        batches.append(collate(rows, agent.tok.pad_token_id).tensors())
     return batches
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from laya.questions import check_question, check_questions
-from laya.sequence import build_head, build_row, collate, encode, question_cache, state_room
+from laya.sequence import build_head, build_row, collate, encode, state_room, tokenizer_view
 
 CLS, SEP, MASK, PAD = 101, 102, 103, 0
 
@@ -99,11 +99,15 @@ def test_encode_matches_tokenizer_call(tok):
     assert encode(tok, text) == tok(text, add_special_tokens=False)["input_ids"]
 
 
-def test_head_cache_is_scoped_per_call(tok):
+def test_head_cache_reuses_heads_and_is_bounded(tok, monkeypatch):
+    import laya.sequence as seq
     q = check_questions({"q": {"type": "noul", "instructions": "Urgent?"}})[0]
-    with question_cache():
-        assert build_head(tok, q, 192) is build_head(tok, q, 192)
-    assert build_head(tok, q, 192) is not build_head(tok, q, 192)
+    assert build_head(tok, q, 192) is build_head(tok, q, 192)
+    assert build_head(tok, q, 100) is not build_head(tok, q, 192)  # the budget is part of the key
+    monkeypatch.setattr(seq, "HEAD_CACHE_SIZE", 3)
+    for i in range(5):
+        build_head(tok, check_questions({"q": {"type": "noul", "instructions": f"Urgent {i}?"}})[0], 192)
+    assert len(tokenizer_view(tok).heads) <= 3
 
 
 def test_collate_right_pads(tok):
