@@ -40,7 +40,8 @@ FP32_LOGITS_ATOL = 1e-3
 FP32_LOGITS_RTOL = 1e-4
 FP32_PROB_ATOL = 1e-3
 # INT8 dynamic quantisation rounds every weight matrix: only probabilities are compared, much looser.
-# Measured on the tiny test checkpoint (std 0.3 weights, sharp answers): ~1e-2 worst case.
+# Measured on random checkpoints at realistic weight scales: tiny std 0.1 <= 6e-3, base std 0.02 2.6e-3.
+# (The std 0.3 test checkpoint blows activations up until INT8 rounding moves probabilities by 0.2+.)
 INT8_PROB_ATOL = 5e-2
 
 
