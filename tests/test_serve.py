@@ -382,6 +382,20 @@ def test_408_slow_body_and_503_admission(router):
     assert "limit of 1 concurrent" in busy.json()["detail"]
 
 
+def test_idle_unload(tiny_checkpoint):
+    import time
+
+    own = Router(models={"tiny": tiny_checkpoint}, default="tiny", device="cpu")
+    with client_for(own, idle_unload_seconds=0.3) as c:
+        assert post(c, {"state": "hello", "questions": QUESTIONS, "model": "tiny"}).status_code == 200
+        deadline = time.time() + 5
+        while own.loaded and time.time() < deadline:
+            time.sleep(0.1)
+        health = c.get("/health").json()
+        assert health["loaded"] == [] and health["idle_unload_seconds"] == 0.3 and health["idle_seconds"] >= 0.3
+        assert post(c, {"state": "again", "questions": QUESTIONS, "model": "tiny"}).status_code == 200  # reloads
+
+
 def test_unknown_route_is_jev_shaped(client):
     r = client.get("/v1/nothing")
     assert r.status_code == 404 and r.json() == {"detail": "Not Found"}
