@@ -275,7 +275,7 @@ def main() -> int:
         for shape in shapes:
             path = os.path.join(root, shape)
             if not os.path.isfile(os.path.join(path, "model.safetensors")):
-                make_checkpoint(path, shape, "wordpiece" if shape == "tiny" else "bpe", seed=7, std=0.3)
+                make_checkpoint(path, shape, "wordpiece", seed=7, std=0.3)
             cells.extend(run_shape(shape, path, args))
 
     speedups = {}
