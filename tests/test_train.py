@@ -14,6 +14,7 @@ from laya.train import TrainConfig, load_gold_jsonl, load_text_label, proper_rew
 from laya.train.data import target_from_expected
 from laya.questions import check_question
 
+pytestmark = pytest.mark.filterwarnings("ignore:laya-train:RuntimeWarning")  # thin calibration on tiny data
 MASK = torch.tensor([[True, True, False]])
 
 

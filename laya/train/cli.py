@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-smoothing", type=float, default=0.0)
     defaults = TrainConfig()
     for name in ("epochs", "micro_batch", "grad_accum", "encoder_lr", "head_lr", "min_lr", "weight_decay",
-                 "grad_clip", "rl_samples", "seed", "freeze_layers", "max_len", "head_max_len", "max_steps",
+                 "grad_clip", "rl_samples", "rl_weight", "seed", "freeze_layers", "head_layers", "max_len", "head_max_len", "max_steps",
                  "time_budget_s", "calib_min_bucket_n", "target_error"):
         value = getattr(defaults, name)
         kind = float if isinstance(value, float) or name in ("epochs", "time_budget_s") else int

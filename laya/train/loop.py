@@ -52,6 +52,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     loss: str = "rlcd"  # or "soft-ce"
     rl_samples: int = 4
+    rl_weight: float = 1.0  # weight of the RLCD policy-gradient term (the soft CE always has weight 1)
     sigma_start: float = 0.4
     sigma_end: float = 0.1
     w_sph: float = 0.75
@@ -65,6 +66,7 @@ class TrainConfig:
     freeze_encoder: bool = False
     freeze_embeddings: bool = False
     freeze_layers: int = 0  # lowest encoder layers kept frozen (BERT/ModernBERT layer lists)
+    head_layers: int = 2  # decision-head layers for a fresh head (a laya checkpoint base keeps its own)
     max_len: int | None = None  # None: the base checkpoint's value (256 for a fresh encoder)
     head_max_len: int | None = None
     max_steps: int | None = None  # optimiser steps; None = epochs decide
@@ -99,7 +101,8 @@ def _init_head(model: torch.nn.Module, seed: int) -> None:
                 p.copy_(torch.randn(p.shape, generator=gen) * 0.02)
 
 
-def init_model(base: str, seed: int = 0, max_len: int | None = None, head_max_len: int | None = None):
+def init_model(base: str, seed: int = 0, max_len: int | None = None, head_max_len: int | None = None,
+               head_layers: int = 2):
     """(model, tokenizer, cfg) from a laya checkpoint directory, or from a Hugging Face encoder
     directory (or "minilm") with a fresh decision head."""
     from transformers import AutoModel, AutoTokenizer
@@ -121,7 +124,7 @@ def init_model(base: str, seed: int = 0, max_len: int | None = None, head_max_le
         tok = AutoTokenizer.from_pretrained(path)
         encoder = AutoModel.from_pretrained(path, attn_implementation="sdpa", dtype=torch.float32)
         cfg = {"encoder": MINILM_HUB_ID if base == MINILM else os.path.basename(os.path.normpath(path)),
-               "head_layers": 2, "act_costs": {"escalate": 0.5}, "max_len": 256, "head_max_len": 128,
+               "head_layers": int(head_layers), "act_costs": {"escalate": 0.5}, "max_len": 256, "head_max_len": 128,
                "temperature": [1.0, 1.0, 1.0], "temperature_by_options": {}, "amp_dtype": "bf16"}
         model = DecisionModel(encoder, cfg["head_layers"], len(cfg["act_costs"]) + 1)
         _init_head(model, seed)
@@ -314,7 +317,7 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     else:
         calib = list(calib_data)
     torch.manual_seed(config.seed)
-    model, tok, cfg = init_model(base, config.seed, config.max_len, config.head_max_len)
+    model, tok, cfg = init_model(base, config.seed, config.max_len, config.head_max_len, config.head_layers)
     freeze(model, config)
     opt = make_optimizer(model, config)
     per_epoch = math.ceil(len(examples) / (config.micro_batch * config.grad_accum))
@@ -354,7 +357,7 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
                 logits = forward_logits(model, batch)
                 if config.loss == "rlcd":
                     loss = rlcd_loss(logits, target, batch.qtype, batch.marker_mask, config.rl_samples, sigma,
-                                     config.w_sph, config.w_rps, generator=gen)
+                                     config.w_sph, config.w_rps, generator=gen, rl_weight=config.rl_weight)
                 else:
                     loss = soft_ce_loss(logits, target, batch.marker_mask)
                 (loss * len(chunk) / n_rows).backward()

@@ -37,12 +37,13 @@ def proper_reward(q: torch.Tensor, target: torch.Tensor, qtype: torch.Tensor, ma
 
 def rlcd_loss(logits: torch.Tensor, target: torch.Tensor, qtype: torch.Tensor, mask: torch.Tensor,
               samples: int = 4, sigma: float = 0.4, w_sph: float = 0.75, w_rps: float = 1.0,
-              generator: torch.Generator | None = None) -> torch.Tensor:
+              generator: torch.Generator | None = None, rl_weight: float = 1.0) -> torch.Tensor:
     """REINFORCE with Gaussian logit perturbations and a proper-scoring-rule reward, plus soft CE.
 
     z' = detach(logits) + eps, eps ~ N(0, sigma^2) made zero-mean over each row's real options;
     advantage = (reward - mean over samples) / std over samples; loss = -mean(adv * log N(z'; logits,
-    sigma^2)) + soft_ce_loss.
+    sigma^2)) * rl_weight + soft_ce_loss. The policy term's gradient scales like 1/sigma per logit: with
+    small batches it can drown the CE signal (after gradient clipping); rl_weight < 1 tones it down.
     """
     z = logits.float()
     maskf = mask.float()
@@ -55,7 +56,7 @@ def rlcd_loss(logits: torch.Tensor, target: torch.Tensor, qtype: torch.Tensor, m
         adv = adv / adv.std(0, keepdim=True).clamp(min=1e-6) if samples > 1 else adv
     log_prob = -(((perturbed - z) * maskf) ** 2).sum(-1) / (2 * sigma ** 2)
     policy = -(adv * log_prob).mean()
-    return policy + soft_ce_loss(logits, target, mask)
+    return rl_weight * policy + soft_ce_loss(logits, target, mask)
 
 
 def sigma_at(epoch_progress: float, start: float = 0.4, end: float = 0.1) -> float:
