@@ -68,7 +68,8 @@ def test_unavailable_backend_warns_once_and_strict_raises(fresh):
         "compiles on the CPU)); using the eager forward instead."]
     with pytest.raises(BackendUnavailable, match="CUDA"):
         fresh.set_backend("tilelang", strict=True)
-    assert fresh.accelerate() is False and fresh.backend == "eager"
+    with pytest.warns(RuntimeWarning, match="backend 'tilelang' is unavailable"):
+        assert fresh.accelerate() is False and fresh.backend == "eager"
     with pytest.raises(BackendUnavailable, match="separate|own agent"):
         fresh.set_backend("onnx", strict=True)
 
