@@ -18,7 +18,7 @@ from .answers import Calibration, apply_min_confidence, check_min_confidence, de
 from .calibration import TEMPERATURE_KEYS, read_calibration, write_calibration
 from .hooks import HookRegistry, PredictContext
 from .questions import Question, check_questions, keeps_tail, render_state
-from .sequence import DEFAULT_HEAD_MAX_LEN, Batch, Row, build_row, collate, encode, scrub_mask, tokenizer_view
+from .sequence import DEFAULT_HEAD_MAX_LEN, Batch, Row, build_row, collate, encode, encode_many, scrub_mask, tokenizer_view
 
 DEFAULT_MAX_LEN = 512
 
@@ -140,7 +140,10 @@ class Predictor(HookRegistry):
         with self._chunks_scope(chunk < n):
             for start in range(0, n, window):
                 idx = list(range(start, min(n, start + window)))
-                encoded = {i: self._rows(texts[i], keeps_tail(states[i]), qs, max_len, head_max_len) for i in idx}
+                # one tokenizer call for the whole window: parallel in Rust, and no per-call setup each
+                ids = encode_many(self.tok, [scrub_mask(self.tok, texts[i]) for i in idx])
+                encoded = {i: self._rows_from_ids(state_ids, keeps_tail(states[i]), qs, max_len, head_max_len)
+                           for i, state_ids in zip(idx, ids)}
                 if sorting:  # similar lengths share a batch: less padding; results go back in input order
                     idx.sort(key=lambda i: max(len(r.ids) for r in encoded[i][1]))
                 for c in range(0, len(idx), chunk):
@@ -156,7 +159,10 @@ class Predictor(HookRegistry):
 
     def _rows(self, text: str, keep_tail: bool, qs: list[Question], max_len: int,
               head_max_len: int) -> tuple[int, list[Row]]:
-        state_ids = encode(self.tok, scrub_mask(self.tok, text))
+        return self._rows_from_ids(encode(self.tok, scrub_mask(self.tok, text)), keep_tail, qs, max_len, head_max_len)
+
+    def _rows_from_ids(self, state_ids: list[int], keep_tail: bool, qs: list[Question], max_len: int,
+                       head_max_len: int) -> tuple[int, list[Row]]:
         return len(state_ids), [build_row(self.tok, q, state_ids, keep_tail, max_len, head_max_len) for q in qs]
 
     def _result(self, qs: list[Question], encoded: tuple[int, list[Row]], logits: list, act: list,

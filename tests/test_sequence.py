@@ -124,3 +124,9 @@ def test_collate_right_pads(tok):
     assert batch.marker_pos.tolist()[0] == [*rows[0].markers, 0]
     assert batch.marker_mask.tolist() == [[True, True, False], [True, True, True]]
     assert batch.qtype.tolist() == [2, 0]
+
+
+def test_encode_many_matches_encode(tok):
+    from laya.sequence import encode_many
+    texts = ["Ünïcode, emails@example.com " * 30, "", "short", "[MASK] kept as text here"]
+    assert encode_many(tok, texts) == [encode(tok, t) for t in texts]
