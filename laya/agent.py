@@ -229,8 +229,11 @@ class Agent(Predictor):
                                                       mark_steps=self.compile_mode == "reduce-overhead")
                 else:
                     logits, act_logits = self.model(*tensors)
-            act = torch.softmax(act_logits.float(), dim=-1)
-        return logits.float().cpu().numpy(), act.cpu().numpy()
+        # The act softmax runs on the host: torch would spread these few numbers over its thread pool,
+        # which stalls for milliseconds on a busy CPU (measured by benchmarks/bench_overhead.py).
+        act = act_logits.float().cpu().numpy().astype(np.float64)
+        act = np.exp(act - act.max(axis=-1, keepdims=True))
+        return logits.float().cpu().numpy(), act / act.sum(axis=-1, keepdims=True)
 
     def _infer(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         try:
