@@ -64,17 +64,13 @@ def tokenizer_view(tok: Any) -> TokenizerView:
 
 
 def encode(tok: Any, text: str) -> list[int]:
-    """Token ids of `text` without special tokens: the same ids as `tok(text, add_special_tokens=False)`,
-    from the Rust backend directly when there is one (less per-call overhead)."""
-    view = tokenizer_view(tok)
-    with TOKENIZER_LOCK:
-        if view.backend is not None:
-            return view.backend.encode(text, add_special_tokens=False).ids
-        return tok(text, add_special_tokens=False)["input_ids"]
+    """Token ids of `text` without special tokens: the same ids as `tok(text, add_special_tokens=False)`."""
+    return encode_many(tok, [text])[0]
 
 
 def encode_many(tok: Any, texts: list[str]) -> list[list[int]]:
-    """`encode` for several texts in one Rust call (parallel across cores; no offsets computed)."""
+    """`encode` for several texts in one call to the Rust backend when there is one (parallel across
+    cores, no offsets computed: less per-call overhead than `tok(...)`)."""
     view = tokenizer_view(tok)
     with TOKENIZER_LOCK:
         if view.backend is not None:
