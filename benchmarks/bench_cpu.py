@@ -33,6 +33,8 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)  # time the working tree's laya
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, HERE)
+from _env import cpu_model  # noqa: E402  (one definition for every benchmark)
 
 QUESTIONS = {
     "intent": {"type": "choice", "instructions": "What does the customer want?",
@@ -50,17 +52,6 @@ STATES16 = [f"Ticket {i}: {TOPICS[i % len(TOPICS)]}. " + "Customer writes at len
             for i in range(16)]
 # Timed rounds per (shape, case): enough for a stable median without hours on a 2-core box.
 ROUNDS = {("tiny", "1x3"): 40, ("tiny", "16x3"): 20, ("base", "1x3"): 12, ("base", "16x3"): 3}
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def load1() -> float | None:

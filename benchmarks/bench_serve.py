@@ -41,6 +41,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, HERE)
+from _env import cpu_model  # noqa: E402  (one definition for every benchmark)
 
 QUESTIONS = {
     "intent": {"type": "choice", "instructions": "What does the customer want?",
@@ -56,17 +58,6 @@ STATES = [f"Ticket {i}: {TOPICS[i % len(TOPICS)]}. " + "The customer explains th
 
 
 # ---- environment -----------------------------------------------------------------------------------
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
 
 def versions() -> dict:
     out = {"python": platform.python_version()}
