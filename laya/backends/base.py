@@ -41,6 +41,7 @@ class Backend:
         self._previous_forward = self.model.__dict__.get("forward")
         self._install()
         self.model.forward = self.forward
+        self.agent._fast = getattr(self, "fast", None)  # the FastLaya object for tilelang (spec 5.1)
         self.installed = True
         return self
 
@@ -52,6 +53,7 @@ class Backend:
         else:
             self.model.__dict__.pop("forward", None)
         self._uninstall()
+        self.agent._fast = None
         self.installed = False
 
     def stock_forward(self, *args: Any, **kwargs: Any):

@@ -35,9 +35,16 @@ class TileLangBackend(Backend):
                                      "install the 'fast' extra: pip install 'laya[fast]'") from None
         try:
             fast_module = importlib.import_module("laya.fast")
-        except ImportError:
-            raise BackendUnavailable("the fused forward (laya.fast) is not part of this build") from None
-        self.fast = fast_module.FastLaya(agent, use_graphs=self.use_graphs, verbose=self.verbose)
+        except ImportError as e:
+            raise BackendUnavailable(f"the fused forward (laya.fast) does not import: {e}") from None
+        options = dict(max_len=int(agent.cfg.get("max_len", 512)), use_graphs=self.use_graphs,
+                       verbose=self.verbose, dtype=agent.dtype, pad_id=agent.tok.pad_token_id)
+        try:
+            self.fast = fast_module.FastLaya(agent.model, **options)
+        except ValueError as e:  # an encoder the kernels do not implement (biases, activation, sizes)
+            raise BackendUnavailable(str(e)) from None
+        except Exception:  # noqa: BLE001 - tilelang's JIT cache sometimes fails once; the retry decides
+            self.fast = fast_module.FastLaya(agent.model, **options)
         self.max_len = self.fast.max_len
 
     def _uninstall(self) -> None:
@@ -47,4 +54,4 @@ class TileLangBackend(Backend):
         return self.fast(input_ids, attention_mask, marker_pos, marker_mask, qtype)
 
     def warmup(self, shapes: Any = None) -> float:
-        return self.fast.warmup(shapes) if self.fast is not None else 0.0
+        return self.agent.warmup(shapes)  # through the agent: its request path captures the graphs

@@ -1,0 +1,422 @@
+"""The fused forward: the whole DecisionModel (encoder and decision head) from the TileLang kernels.
+
+Activations are token rows ``[M, d]``: GEMMs, residual-add + LayerNorm and the head never see the
+batch shape, so a batch can run in one of two layouts (``Plan``):
+
+* dense:  rows x padded length (M = B * L).  Attention reads the QKV GEMM output in place.  Used when
+  padding is cheap (one row, or rows of similar length).
+* packed: only the batch's real tokens, one row after another (M = their count, bucketed).  Padded
+  tokens are never computed; for attention the QKV rows are scattered into a zeroed ``[B * L, 3d]``
+  buffer (one spare zero row takes the bucket's dummy tokens) and the output rows gathered back.
+
+The residual stream stays fp32 (ModernBERT-large activations reach ~3e4); GEMM operands are 16-bit
+copies made once.  On CUDA each plan is captured once into a CUDA graph and replayed from static
+input buffers under a lock; outputs are copied out before the lock is released.  The scorer and act
+head run in plain torch on the gathered marker rows, exactly as the eager model (`model.decide`).
+
+``cpu=True`` builds the same composition from the kernels' fp32 CPU specialisation: a correctness
+path for tests on machines without a GPU, not a CPU backend (the scalar kernels are slow).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import tl_kernels as K
+from .backends.base import bucket_rows, bucket_tokens
+from .model import decide, head_heads
+
+HEAD_DH = 64  # the decision head partitions d into 64-wide heads (model.head_heads)
+SMALL_M = 2048  # token rows up to here use small GEMM tiles: more thread blocks for few rows
+PACK_RATIO = 1.15  # pack when the dense layout would compute 15% more rows than the real tokens
+# Tiles measured on the H200 (benchmarks/results/kernels_h200.json): large-M GEMMs reach ~86% of
+# cuBLAS with these; small M wants more, smaller blocks instead.
+GPU_TILES = {
+    "gemm": {"small": dict(bm=64, bn=64, bk=64, stages=3, threads=128),
+             "large": dict(bm=128, bn=256, bk=64, stages=3, threads=256)},
+    "geglu": {"small": dict(bm=64, bn=64, bk=64, stages=2, threads=128),
+              "large": dict(bm=128, bn=128, bk=64, stages=3, threads=256)},
+    "rope": dict(bm=4, threads=128),
+    "attn_full": dict(bm=128, bn=128, stages=2, threads=256),
+    "attn_window": dict(bm=128, bn=64, stages=2, threads=256),
+}
+DEFAULT_WARMUP_SHAPES = ((1, 64, 3), (1, 128, 3), (4, 128, 5))
+
+
+def bucket_packed(tokens: int) -> int:
+    """Packed row counts: multiples of 16 up to 128, then eight steps per octave (<= 12.5% dummies)."""
+    if tokens <= 128:
+        return max(16, -(-tokens // 16) * 16)
+    step = 1 << (tokens.bit_length() - 4)
+    return -(-tokens // step) * step
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One padded geometry: a CUDA graph and its static buffers exist per plan."""
+
+    packed: bool
+    rows: int  # B: batch rows, a power of two
+    length: int  # L: padded tokens per row
+    tokens: int  # M: token rows through the GEMMs (B * L dense, bucketed real count packed)
+
+
+class _Slot:
+    """Static inputs of one plan (the CUDA graph reads these addresses) and its captured graph."""
+
+    def __init__(self, plan: Plan, device: torch.device, pad_id: int):
+        scratch = plan.rows * plan.length  # index of the spare zero row in packed buffers
+        self.ids = torch.full((plan.tokens,), pad_id, dtype=torch.long, device=device)
+        self.types = torch.zeros(plan.tokens, dtype=torch.long, device=device)
+        self.lens = torch.zeros(plan.rows, dtype=torch.int32, device=device)
+        self.scatter = torch.full((plan.tokens,), scratch, dtype=torch.long, device=device)
+        self.gather = torch.full((plan.tokens,), scratch, dtype=torch.long, device=device)
+        self.graph: Any = None
+        self.out: torch.Tensor | None = None
+
+
+class _Linear:
+    """A GEMM operand: 16-bit weight [N, K] once, fp32 bias (zeros when the layer has none)."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype):
+        self.w = weight.detach().to(dtype).contiguous()
+        self.b = (bias.detach().float() if bias is not None else
+                  torch.zeros(weight.shape[0], device=weight.device)).contiguous()
+        self.has_bias = bias is not None
+
+
+class _Norm:
+    def __init__(self, norm: torch.nn.LayerNorm):
+        self.w = norm.weight.detach().float().contiguous()
+        self.b = (norm.bias.detach().float() if norm.bias is not None else torch.zeros_like(self.w)).contiguous()
+        self.has_bias = norm.bias is not None
+        self.eps = float(norm.eps)
+
+
+class FastLaya:
+    """``FastLaya(model)(input_ids, attention_mask, marker_pos, marker_mask, qtype) -> (logits, act_logits)``."""
+
+    def __init__(self, model, max_len: int = 1024, use_graphs: bool = True, verbose: bool = False,
+                 dtype: torch.dtype = torch.bfloat16, *, cpu: bool = False, pad_id: int | None = None):
+        if cpu:
+            dtype, use_graphs = torch.float32, False
+        elif dtype not in (torch.bfloat16, torch.float16):
+            raise ValueError(f"FastLaya runs in torch.bfloat16 or torch.float16, got {dtype} "
+                             "(cpu=True builds the fp32 CPU specialisation)")
+        encoder = model.encoder
+        config = encoder.config
+        if getattr(config, "model_type", None) != "modernbert":
+            raise ValueError(f"FastLaya implements ModernBERT encoders, this one is {config.model_type!r}")
+        if getattr(config, "mlp_bias", False):
+            raise ValueError("FastLaya's GEGLU kernel has no bias; this encoder has mlp_bias=True")
+        if getattr(config, "hidden_activation", "gelu") != "gelu":
+            raise ValueError(f"FastLaya's GEGLU uses the exact (erf) GELU; this encoder uses "
+                             f"{config.hidden_activation!r}")
+        self.model = model
+        self.device = next(model.parameters()).device
+        if cpu != (self.device.type == "cpu"):
+            raise ValueError(f"cpu={cpu} but the model is on {self.device}; move it or change cpu=")
+        self.cpu, self.dtype, self.use_graphs, self.verbose = cpu, dtype, use_graphs, verbose
+        self.max_len = int(max_len)
+        self.pad_id = int(config.pad_token_id if pad_id is None else pad_id)
+        self.d = config.hidden_size
+        self.heads = config.num_attention_heads
+        self.dh = self.d // self.heads
+        self.head_heads = head_heads(self.d)
+        if self.head_heads * HEAD_DH != self.d:
+            raise ValueError(f"FastLaya's head attention needs d to be a multiple of {HEAD_DH}, got {self.d}")
+        self.window = int(getattr(config, "sliding_window", None) or config.local_attention // 2)
+        self._lock = threading.RLock()
+        self._slots: dict[Plan, _Slot] = {}
+        self._pool = None
+        self.captures = 0
+        with torch.no_grad():
+            self._copy_weights(model, config)
+            self._rope_tables(encoder, config)
+        self._build_kernels()
+
+    # ---- construction ----------------------------------------------------------------------------
+
+    def _copy_weights(self, model, config) -> None:
+        dt, enc = self.dtype, model.encoder
+        # fp16 holds the published (fp16) embedding table losslessly; gathered rows are upcast to fp32.
+        self.emb = enc.embeddings.tok_embeddings.weight.detach().to(torch.float32 if self.cpu else torch.float16)
+        self.emb_norm = _Norm(enc.embeddings.norm)
+        self.layers = []
+        types = list(getattr(config, "layer_types", None) or [])
+        for i, layer in enumerate(enc.layers):
+            nxt = enc.layers[i + 1].attn_norm if i + 1 < len(enc.layers) else enc.final_norm
+            kind = types[i] if types else ("full_attention" if i % config.global_attn_every_n_layers == 0
+                                           else "sliding_attention")
+            self.layers.append(dict(
+                qkv=_Linear(layer.attn.Wqkv.weight, layer.attn.Wqkv.bias, dt),
+                o=_Linear(layer.attn.Wo.weight, layer.attn.Wo.bias, dt),
+                up=_Linear(layer.mlp.Wi.weight, None, dt),
+                down=_Linear(layer.mlp.Wo.weight, None, dt),
+                mlp_norm=_Norm(layer.mlp_norm), next_norm=_Norm(nxt), kind=kind,
+                window=self.window if kind == "sliding_attention" else 0))
+        self.head = []
+        for layer in (model.head.layers if model.head is not None else ()):
+            attn = layer.self_attn
+            self.head.append(dict(
+                qkv=_Linear(attn.in_proj_weight, attn.in_proj_bias, dt),
+                o=_Linear(attn.out_proj.weight, attn.out_proj.bias, dt),
+                ffn1=_Linear(layer.linear1.weight, layer.linear1.bias, dt),
+                ffn2=_Linear(layer.linear2.weight, layer.linear2.bias, dt),
+                norm1=_Norm(layer.norm1), norm2=_Norm(layer.norm2)))
+        self.type_emb = model.type_emb.weight.detach().float().contiguous()
+        self.ffn = enc.layers[0].mlp.Wo.weight.shape[1]
+
+    def _rope_tables(self, encoder, config) -> None:
+        """cos/sin [max_len, Dh/2] per layer type, from the encoder's own rotary module (so every RoPE
+        variant transformers supports is honoured), rounded through the 16-bit dtype, stored fp32."""
+        positions = torch.arange(self.max_len, device=self.device)[None]
+        probe = torch.zeros(1, device=self.device, dtype=self.dtype)
+        half = self.dh // 2
+        self.rope = {}
+        for kind in {layer["kind"] for layer in self.layers}:
+            cos, sin = encoder.rotary_emb(probe, positions, layer_type=kind)
+            self.rope[kind] = (cos[0, :, :half].float().contiguous(), sin[0, :, :half].float().contiguous())
+
+    def _build_kernels(self) -> None:
+        d, f = self.d, self.ffn
+        dt = "float32" if self.cpu else {torch.bfloat16: "bfloat16", torch.float16: "float16"}[self.dtype]
+        ln_eps = self.layers[0]["mlp_norm"].eps if self.layers else 1e-5
+        norm_bias = self.layers[0]["mlp_norm"].has_bias if self.layers else False
+        enc_bias = self.layers[0]["qkv"].has_bias if self.layers else False
+        head_eps = self.head[0]["norm1"].eps if self.head else 1e-5
+        sizes = ("small",) if self.cpu else ("small", "large")
+        tiles = (lambda kind, size=None: {}) if self.cpu else \
+            (lambda kind, size=None: dict(GPU_TILES[kind][size] if size else GPU_TILES[kind]))
+        requests: dict[Any, tuple] = {}
+        for size in sizes:
+            for name, n, k, bias, act in (("qkv", 3 * d, d, enc_bias, "none"), ("o", d, d, enc_bias, "none"),
+                                          ("down", d, f, False, "none"), ("h_qkv", 3 * d, d, True, "none"),
+                                          ("h_o", d, d, True, "none"), ("h_ffn1", 4 * d, d, True, "relu"),
+                                          ("h_ffn2", d, 4 * d, True, "none")):
+                requests[(name, size)] = (K.gemm_kernel, (n, k), dict(bias=bias, act=act, dtype=dt,
+                                                                        **tiles("gemm", size)))
+            requests[("up", size)] = (K.gemm_geglu_kernel, (f, d), dict(dtype=dt, **tiles("geglu", size)))
+        requests["add_ln"] = (K.add_ln_kernel, (d,), dict(residual=True, bias=norm_bias, eps=ln_eps, dtype=dt))
+        requests["h_ln"] = (K.add_ln_kernel, (d,), dict(residual=False, bias=True, eps=head_eps, dtype=dt))
+        requests["h_add_ln"] = (K.add_ln_kernel, (d,), dict(residual=True, bias=True, eps=head_eps, dtype=dt))
+        requests["rope"] = (K.rope_kernel, (self.heads, self.dh), dict(dtype=dt, **tiles("rope")))
+        for window in sorted({layer["window"] for layer in self.layers}):
+            requests[("attn", window)] = (K.attn_kernel, (None, None, self.heads, self.dh),
+                                          dict(window=window, dtype=dt,
+                                               **tiles("attn_window" if window else "attn_full")))
+        requests["h_attn"] = (K.attn_kernel, (None, None, self.head_heads, HEAD_DH),
+                              dict(window=0, dtype=dt, **tiles("attn_full")))
+        start = time.perf_counter()
+        self.k = self._compile(requests)
+        self.compile_s = time.perf_counter() - start
+        self._log(f"compiled {len(requests)} kernels in {self.compile_s:.1f} s")
+
+    def _compile(self, requests: dict) -> dict:
+        if self.cpu:
+            return {key: K.compile_cpu(f, *a, **kw) for key, (f, a, kw) in requests.items()}
+        try:
+            K.compile_many(list(requests.values()))
+        except Exception as e:  # noqa: BLE001 - compiled one by one below, with the failing one named
+            self._log(f"parallel compile failed ({type(e).__name__}: {e}); compiling one by one")
+        kernels = {}
+        for key, (f, a, kw) in requests.items():
+            try:
+                kernels[key] = f(*a, **kw)
+            except Exception as e:  # noqa: BLE001 - a tuned tile the compiler rejects: use the defaults
+                tuned = {t: kw.pop(t) for t in ("bm", "bn", "bk", "stages", "threads") if t in kw}
+                if not tuned:
+                    raise
+                self._log(f"kernel {key} with tiles {tuned} failed ({type(e).__name__}); default tiles")
+                kernels[key] = f(*a, **kw)
+        return kernels
+
+    def _log(self, message: str) -> None:
+        if self.verbose:
+            print(f"laya.fast: {message}", file=sys.stderr)
+
+    # ---- planning ----------------------------------------------------------------------------------
+
+    def plan(self, rows: int, length: int, lens: np.ndarray | None) -> Plan:
+        """Dense or packed geometry for `rows` x `length` with real lengths `lens` (None = unknown)."""
+        if length > self.max_len:
+            raise ValueError(f"this request has rows of {length} tokens but the fast path was built for at "
+                             f"most {self.max_len} (max_len); shorten the state or pass max_len<={self.max_len}")
+        b, width = bucket_rows(rows), bucket_tokens(length, self.max_len)
+        if lens is not None:
+            real = bucket_packed(int(lens.sum()))
+            if b * width > PACK_RATIO * real:
+                return Plan(True, b, width, real)
+        return Plan(False, b, width, b * width)
+
+    def _slot(self, plan: Plan) -> _Slot:
+        slot = self._slots.get(plan)
+        if slot is None:
+            slot = self._slots[plan] = _Slot(plan, self.device, self.pad_id)
+        return slot
+
+    # ---- the forward -------------------------------------------------------------------------------
+
+    def __call__(self, input_ids, attention_mask, marker_pos, marker_mask, qtype):
+        n, length = input_ids.shape
+        # Lengths are needed on the host only to choose and fill the packed layout; a single row is
+        # always dense, so the one-request path never waits for the device.
+        lens = attention_mask.sum(1).cpu().numpy() if n > 1 else None
+        plan = self.plan(n, length, lens)
+        with self._lock, torch.no_grad():
+            slot = self._slot(plan)
+            starts = self._fill(plan, slot, input_ids, attention_mask, qtype, lens)
+            hidden = self._run(plan, slot)
+            # CLS row and marker rows of each question, copied out of the graph's memory under the lock.
+            index = torch.cat([torch.zeros_like(marker_pos[:, :1]), marker_pos.clamp(min=0)], 1) + starts[:, None]
+            rows = hidden.index_select(0, index.reshape(-1)).view(n, -1, self.d)
+        k = marker_pos.shape[1]
+        compact = torch.arange(1, k + 1, device=rows.device).expand(n, k)
+        return decide(self.model, rows, compact, marker_mask)
+
+    def _fill(self, plan: Plan, slot: _Slot, input_ids, attention_mask, qtype, lens) -> torch.Tensor:
+        """Write this request into the plan's static inputs; returns each row's first token row."""
+        n, length = input_ids.shape
+        b, width = plan.rows, plan.length
+        if not plan.packed:
+            ids = slot.ids.view(b, width)
+            ids.fill_(self.pad_id)
+            ids[:n, :length].copy_(input_ids)
+            types = slot.types.view(b, width)
+            types.zero_()
+            types[:n].copy_(qtype[:, None].expand(n, width))
+            slot.lens.zero_()
+            slot.lens[:n].copy_(attention_mask.sum(1))
+            return torch.arange(n, device=self.device) * width
+        # Packed: token t of row r sits at packed row offset[r] + t and at padded row r * width + t.
+        lens = lens.astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        real = int(lens.sum())
+        row_of = np.repeat(np.arange(n), lens)
+        pos = np.arange(real) - offsets[row_of]
+        host_ids = input_ids.cpu().numpy()
+        types = qtype.cpu().numpy()
+        scratch = b * width
+        table = np.zeros((4, plan.tokens), dtype=np.int64)
+        table[0] = self.pad_id
+        table[0, :real] = host_ids[row_of, pos]
+        table[1, :real] = types[row_of]
+        table[2] = scratch
+        table[2, :real] = row_of * width + pos
+        table[3] = table[2]  # gather reads back from where scatter wrote (dummies: the zero row)
+        staged = torch.from_numpy(table).to(self.device, non_blocking=False)
+        slot.ids.copy_(staged[0])
+        slot.types.copy_(staged[1])
+        slot.scatter.copy_(staged[2])
+        slot.gather.copy_(staged[3])
+        lens_full = np.zeros(b, dtype=np.int32)
+        lens_full[:n] = lens
+        slot.lens.copy_(torch.from_numpy(lens_full))
+        return torch.from_numpy(offsets).to(self.device)
+
+    def _run(self, plan: Plan, slot: _Slot) -> torch.Tensor:
+        if not self.use_graphs:
+            return self._body(plan, slot)
+        if slot.graph is None:
+            self._capture(plan, slot)
+        slot.graph.replay()
+        return slot.out
+
+    def _capture(self, plan: Plan, slot: _Slot) -> None:
+        start = time.perf_counter()
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        side = torch.cuda.Stream(device=self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):  # two eager runs first: lazy init must not happen during capture
+            for _ in range(2):
+                self._body(plan, slot)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool):
+            out = self._body(plan, slot)
+        slot.graph, slot.out = graph, out
+        self.captures += 1
+        self._log(f"captured {plan} in {1e3 * (time.perf_counter() - start):.0f} ms")
+
+    def _body(self, plan: Plan, slot: _Slot) -> torch.Tensor:
+        """Encoder and decision head for one plan: the fp32 head output rows [M, d]."""
+        size = "small" if plan.tokens <= SMALL_M or self.cpu else "large"
+        k, d, m = self.k, self.d, plan.tokens
+        x = F.layer_norm(F.embedding(slot.ids, self.emb).float(), (d,), self.emb_norm.w,
+                         self.emb_norm.b if self.emb_norm.has_bias else None, self.emb_norm.eps)
+        y = x.to(self.dtype)
+        padded = None
+        if plan.packed:  # attention buffers: encoder and head QKV are both 3d wide, one pair serves all
+            padded = (torch.zeros(plan.rows * plan.length + 1, 3 * d, dtype=self.dtype, device=self.device),
+                      torch.zeros(plan.rows * plan.length + 1, d, dtype=self.dtype, device=self.device))
+        for layer in self.layers:
+            qkv = self._gemm(k[("qkv", size)], y, layer["qkv"])
+            cos, sin = self.rope[layer["kind"]]
+            o = self._attend(plan, slot, qkv, padded, k[("attn", layer["window"])], self.heads, self.dh,
+                             (cos[:plan.length], sin[:plan.length]))
+            r = self._gemm(k[("o", size)], o, layer["o"])
+            y = self._add_ln(k["add_ln"], x, r, layer["mlp_norm"])
+            g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
+            k[("up", size)](y, layer["up"].w, g)
+            r = self._gemm(k[("down", size)], g, layer["down"])
+            y = self._add_ln(k["add_ln"], x, r, layer["next_norm"])
+        x = y.float() + self.type_emb[slot.types]
+        for layer in self.head:
+            y = self._add_ln(k["h_ln"], x, None, layer["norm1"])
+            qkv = self._gemm(k[("h_qkv", size)], y, layer["qkv"])
+            o = self._attend(plan, slot, qkv, padded, k["h_attn"], self.head_heads, HEAD_DH, None)
+            r = self._gemm(k[("h_o", size)], o, layer["o"])
+            y = self._add_ln(k["h_add_ln"], x, r, layer["norm2"])
+            f1 = self._gemm(k[("h_ffn1", size)], y, layer["ffn1"])
+            x.add_(self._gemm(k[("h_ffn2", size)], f1, layer["ffn2"]))
+        return x
+
+    def _gemm(self, kernel, a: torch.Tensor, lin: _Linear) -> torch.Tensor:
+        out = torch.empty(a.shape[0], lin.w.shape[0], dtype=self.dtype, device=self.device)
+        kernel(a, lin.w, lin.b, out)
+        return out
+
+    def _add_ln(self, kernel, x: torch.Tensor, residual: torch.Tensor | None, norm: _Norm) -> torch.Tensor:
+        """x += residual (in place, fp32) then LayerNorm(x) in 16 bits; residual None = LayerNorm only."""
+        y = torch.empty(x.shape, dtype=self.dtype, device=self.device)
+        kernel(x, y if residual is None else residual, norm.w, norm.b, y)  # R is ignored without residual
+        return y
+
+    def _attend(self, plan: Plan, slot: _Slot, qkv: torch.Tensor, padded, kernel, heads: int, dh: int,
+                rope) -> torch.Tensor:
+        b, width = plan.rows, plan.length
+        if plan.packed:
+            qkv_pad, o_pad = padded
+            qkv_pad.index_copy_(0, slot.scatter, qkv)
+            grid, out = qkv_pad[:b * width], o_pad[:b * width]
+        else:
+            grid, out = qkv, torch.empty(b * width, heads * dh, dtype=self.dtype, device=self.device)
+        if rope is not None:
+            self.k["rope"](grid, *rope)
+        kernel(grid.view(b, width, 3, heads, dh), slot.lens, out.view(b, width, heads * dh))
+        return o_pad.index_select(0, slot.gather) if plan.packed else out
+
+    # ---- warm-up -----------------------------------------------------------------------------------
+
+    def warmup(self, shapes: Any = None) -> float:
+        """Run (rows, tokens, markers) shapes once each (capturing their CUDA graphs); returns seconds."""
+        start = time.perf_counter()
+        for rows, tokens, markers in shapes or DEFAULT_WARMUP_SHAPES:
+            length = max(min(tokens, self.max_len), markers + 2)
+            ids = torch.full((rows, length), self.pad_id + 1, dtype=torch.long, device=self.device)
+            mask = torch.ones_like(ids)
+            pos = torch.arange(1, markers + 1, device=self.device).repeat(rows, 1)
+            self(ids, mask, pos, torch.ones_like(pos, dtype=torch.bool),
+                 torch.zeros(rows, dtype=torch.long, device=self.device))
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - start
