@@ -1,0 +1,140 @@
+"""The fused forward (laya/fast.py) built from the kernels' fp32 CPU specialisation, against fp32 eager.
+
+The composition (embedding + LN, RoPE tables per layer type, sliding-window layers, residual stream,
+the decision head, packed and dense layouts, marker gathering) is the same code the GPU runs; only the
+kernels differ.  So these tests pin the composition in CI without a GPU.  Tolerances: fp32 kernels vs
+fp32 torch differ by summation order only: 1e-4 absolute on logits, 1e-4 relative on act logits.
+Needs tilelang and a C++ compiler (skipped otherwise); the kernels are compiled once per session.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("tilelang")
+if shutil.which("g++") is None and shutil.which("c++") is None:
+    pytest.skip("TileLang's C target needs a C++ compiler", allow_module_level=True)
+
+from _compare import assert_same  # noqa: E402
+from laya import fast as fast_module  # noqa: E402
+from laya.fast import FastLaya, Plan, bucket_packed  # noqa: E402
+
+pytestmark = pytest.mark.fast_extra
+
+TOL_LOGITS = 1e-4
+TOL_ACT_REL = 1e-4
+MAX_LEN = 256
+
+
+@pytest.fixture(scope="module")
+def fast(agent):
+    return FastLaya(agent.model, max_len=MAX_LEN, cpu=True, pad_id=agent.tok.pad_token_id)
+
+
+def make_batch(lens, markers, seed):
+    """Random token rows (ids >= 5: no special tokens) with `markers` sorted marker positions each."""
+    g = torch.Generator().manual_seed(seed)
+    n, width = len(lens), max(lens)
+    ids = torch.zeros(n, width, dtype=torch.long)
+    mask = torch.zeros(n, width, dtype=torch.long)
+    pos = torch.zeros(n, markers, dtype=torch.long)
+    live = torch.zeros(n, markers, dtype=torch.bool)
+    for i, length in enumerate(lens):
+        ids[i, :length] = torch.randint(5, 1000, (length,), generator=g)
+        mask[i, :length] = 1
+        k = min(markers, length - 1) - (i % 2 if n > 1 else 0)  # some rows use fewer marker slots
+        pos[i, :k] = torch.sort(torch.randperm(length - 1, generator=g)[:k] + 1).values
+        live[i, :k] = True
+    qtype = torch.randint(0, 3, (n,), generator=g)
+    return ids, mask, pos, live, qtype
+
+
+def assert_close_to_eager(model, fast, batch):
+    with torch.no_grad():
+        ref_logits, ref_act = model(*batch)
+        logits, act = fast(*batch)
+    assert logits.shape == ref_logits.shape and act.shape == ref_act.shape
+    assert torch.isfinite(logits).all() and torch.isfinite(act).all()
+    assert (logits - ref_logits).abs().max().item() <= TOL_LOGITS
+    scale = ref_act.abs().max().item() + 1.0
+    assert (act - ref_act).abs().max().item() <= TOL_ACT_REL * scale
+
+
+@pytest.mark.parametrize("length", [7, 40, 70, 150])
+def test_single_row_dense_matches_fp32_eager(agent, fast, length):
+    # 40+ tokens cross the tiny encoder's sliding window (8) on its second layer.
+    batch = make_batch([length], 3, seed=length)
+    assert not fast.plan(1, length, None).packed
+    assert_close_to_eager(agent.model, fast, batch)
+
+
+@pytest.mark.parametrize("lens", [[13, 60, 33, 20, 50], [100, 5, 90], [200, 17]])
+def test_ragged_batch_packed_matches_fp32_eager(agent, fast, lens):
+    plan = fast.plan(len(lens), max(lens), np.array(lens))
+    assert plan.packed and plan.tokens < plan.rows * plan.length
+    assert_close_to_eager(agent.model, fast, make_batch(lens, 4, seed=sum(lens)))
+
+
+def test_packed_and_dense_layouts_agree(agent, fast, monkeypatch):
+    batch = make_batch([90, 12, 64, 30], 3, seed=5)
+    with torch.no_grad():
+        packed = fast(*batch)
+        monkeypatch.setattr(fast_module, "PACK_RATIO", float("inf"))  # never pack
+        assert not fast.plan(4, 90, np.array([90, 12, 64, 30])).packed
+        dense = fast(*batch)
+    for a, b in zip(packed, dense):
+        assert (a - b).abs().max().item() <= 1e-5 * (1 + b.abs().max().item())
+
+
+def test_similar_lengths_stay_dense(fast):
+    assert not fast.plan(4, 64, np.array([64, 63, 64, 60])).packed
+    assert fast.plan(3, 64, None) == Plan(False, 4, 64, 256)  # lengths unknown: dense, rows to a power of two
+
+
+def test_repeated_calls_are_identical(agent, fast):
+    batch = make_batch([33, 80], 2, seed=11)
+    with torch.no_grad():
+        first, second = fast(*batch), fast(*batch)
+    for a, b in zip(first, second):
+        assert torch.equal(a, b)
+
+
+def test_bucket_packed_table():
+    assert [bucket_packed(t) for t in (1, 16, 17, 128, 129, 255, 256, 257, 1000, 4097)] == \
+        [16, 16, 32, 128, 144, 256, 256, 288, 1024, 4608]
+    for t in range(1, 5000, 37):  # never fewer rows than tokens, never more than 12.5% (+16) dummies
+        assert t <= bucket_packed(t) <= max(t * 1.125, t + 16)
+
+
+def test_request_longer_than_max_len_names_both_numbers(fast):
+    with pytest.raises(ValueError, match=r"300 tokens.*at most 256"):
+        fast.plan(1, 300, None)
+
+
+def test_gpu_dtype_must_be_16_bit(agent):
+    with pytest.raises(ValueError, match="bfloat16 or torch.float16"):
+        FastLaya(agent.model, dtype=torch.float32)
+
+
+def test_predict_through_fused_forward_matches_eager(tiny_checkpoint, fast):
+    """End to end: the agent's request path with the fused forward in place of the model's forward."""
+    import laya
+
+    state = "Customer writes: the invoice was charged twice and nobody answers my emails. " * 6
+    questions = {"intent": {"type": "choice", "instructions": "What does the customer want?",
+                            "criteria": ["billing", "technical", "sales"]},
+                 "urgency": {"type": "score", "instructions": "How urgent?", "criteria": ["low", "mid", "high"]},
+                 "refund": {"type": "noul", "instructions": "Is a refund requested?"}}
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    eager = agent.predict_batch([state, state[:60]], questions)
+    local = FastLaya(agent.model, max_len=MAX_LEN, cpu=True, pad_id=agent.tok.pad_token_id)
+    agent.model.forward = local
+    try:
+        fused = agent.predict_batch([state, state[:60]], questions)
+    finally:
+        del agent.model.forward
+    assert_same(eager, fused, tol=2.01e-4)
