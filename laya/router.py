@@ -391,6 +391,12 @@ class Router(HookRegistry):
         with self._lock:
             return list(self._agents)
 
+    def agents(self) -> dict[str, Any]:
+        """The loaded agents by name, least recently used first: a snapshot that loads nothing and does not
+        touch the LRU order (what /health and /v1/models read)."""
+        with self._lock:
+            return dict(self._agents)
+
     @property
     def loaded_revisions(self) -> dict:
         with self._lock:

@@ -231,6 +231,10 @@ def test_lru_eviction_and_events():
     r.load("c")
     assert r.loaded == ["a", "c"] and events.seen[-2:] == [("load", "c"), ("evict", "b")]
     assert r.builds == ["a", "b", "c"]
+    snapshot = r.agents()
+    assert list(snapshot) == ["a", "c"] and snapshot["a"] is a and r.loaded == ["a", "c"]  # order untouched
+    snapshot.clear()  # a copy: the router keeps its agents
+    assert r.loaded == ["a", "c"]
     r.unload("a")
     assert r.loaded == ["c"] and events.seen[-1] == ("evict", "a")
     assert r.loaded_revisions == {"c": "sha-fake"}

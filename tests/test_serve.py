@@ -95,28 +95,77 @@ def test_batch_route_results_and_total_usage(client, router):
                                    for k in ("input_tokens", "output_tokens")}
 
 
-def test_model_field_ids(client):
-    auto = post(client, {"state": "hello there", "questions": QUESTIONS, "model": "jev-1"}).json()
-    assert not auto["routing"]["reason"].startswith("explicit model")
-    bundle = post(client, {"state": "hello there", "questions": QUESTIONS, "model": "convaiinnovations/laya"})
-    assert bundle.json()["routing"]["reason"] == auto["routing"]["reason"]
-    multi = post(client, {"state": "hola", "questions": QUESTIONS,
-                          "model": "convaiinnovations/laya-multilingual"}).json()
-    assert multi["routing"]["model"] == "multilingual"
-    alias = post(client, {"state": "hello", "questions": QUESTIONS, "model": "ML"}).json()
-    assert alias["routing"]["model"] == "multilingual"
+def test_model_field_ids(router):
+    with client_for(router, models=("tiny", "english", "multilingual")) as client:  # serves the shipped names
+        auto = post(client, {"state": "hello there", "questions": QUESTIONS, "model": "jev-1"}).json()
+        assert not auto["routing"]["reason"].startswith("explicit model")
+        bundle = post(client, {"state": "hello there", "questions": QUESTIONS, "model": "convaiinnovations/laya"})
+        assert bundle.json()["routing"]["reason"] == auto["routing"]["reason"]
+        multi = post(client, {"state": "hola", "questions": QUESTIONS,
+                              "model": "convaiinnovations/laya-multilingual"}).json()
+        assert multi["routing"]["model"] == "multilingual"
+        alias = post(client, {"state": "hello", "questions": QUESTIONS, "model": "ML"}).json()
+        assert alias["routing"]["model"] == "multilingual"
+        english = post(client, {"state": "I was charged twice for my March invoice, please refund it.",
+                                "questions": QUESTIONS}).json()
+        assert english["routing"]["model"] == "english"  # auto-routing is the router's own here
 
 
-def test_models_route(client):
-    data = client.get("/v1/models").json()
-    ids = [m["id"] for m in data["data"]]
-    assert "tiny" in ids and "english" in ids
-    tiny = next(m for m in data["data"] if m["id"] == "tiny")
-    assert tiny["loaded"] is True and tiny["default"] is True
+def test_custom_only_server_answers_requests_without_model_with_its_checkpoint(tiny_checkpoint):
+    """`laya serve --model support=DIR`: nothing shipped is served, so requests without `model` go to `support`
+    (never to the Hub default), naming a shipped checkpoint is a 422, and /v1/models lists `support` only."""
+    cfg = ServeConfig(extra_models={"support": tiny_checkpoint}, device="cpu")  # default_model stays multilingual
+    with TestClient(create_app(cfg)) as c:
+        server = c.app.state.server
+        assert server.served == ["support"] and server.custom_only and server.auto_default == "support"
+        for state, routed in (("I was charged twice for my March invoice, please refund it.", "english"),
+                              ("Hola, necesito ayuda con mi factura del mes pasado.", "multilingual"),
+                              ("12345", "multilingual")):
+            for extra in ({}, {"model": "jev-1"}, {"model": "auto"}):
+                r = post(c, {"state": state, "questions": QUESTIONS, **extra})
+                assert r.status_code == 200, r.text
+                routing = r.json()["routing"]
+                assert routing["model"] == "support" and routing["repo"] == tiny_checkpoint
+                assert routing["reason"].startswith("served default 'support' (routing chose "
+                                                    f"'{routed}'"), routing["reason"]
+                assert routing["detection"] is not None
+        batch = post(c, {"states": ["refund please", "bonjour"], "questions": QUESTIONS}, "/v1/systemone/batch")
+        assert [r["routing"]["model"] for r in batch.json()["results"]] == ["support", "support"]
+        assert post(c, {"state": "x", "questions": QUESTIONS, "model": "support"}).json()["routing"]["reason"] \
+            == "explicit model 'support'"
+        for extra in ({"model": "english"}, {"model": "convaiinnovations/laya-multilingual"},
+                      {"task": "typed-decisions"}):
+            r = post(c, {"state": "x", "questions": QUESTIONS, **extra})
+            assert r.status_code == 422 and "is not served here; this server answers with support" in r.json()["detail"]
+        assert [(m["id"], m["loaded"], m["default"]) for m in c.get("/v1/models").json()["data"]] == \
+            [("support", True, True)]
+        assert c.get("/health").json()["loaded"] == ["support"]
 
 
-def test_health_reports_loaded_device_backend_fallbacks(client):
+def test_served_names():
+    from laya.serve.app import served_names
+
+    r = Router(models={"support": "/m/support"})
+    assert served_names(ServeConfig(), r) == ["english", "multilingual", "typed-decisions", "support"]
+    assert served_names(ServeConfig(extra_models={"support": "/m/support"}), r) == ["support"]
+    assert served_names(ServeConfig(models=("ML", "support"), extra_models={"support": "/m"}), r) == \
+        ["multilingual", "support"]
+    with pytest.raises(ValueError, match="LAYA_MODELS/--models: unknown model 'nope'"):
+        served_names(ServeConfig(models=("nope",)), r)
+
+
+def test_models_route(client, router):
+    data = client.get("/v1/models").json()  # serves tiny only (no shipped checkpoint): tiny is all it lists
+    assert [(m["id"], m["object"], m["loaded"], m["default"]) for m in data["data"]] == [("tiny", "model", True, True)]
+    with client_for(router, models=("tiny", "english")) as c:  # a shipped name served: every registered one
+        data = c.get("/v1/models").json()["data"]
+    assert [m["id"] for m in data] == router.registered
+    assert next(m for m in data if m["id"] == "tiny")["default"] is True
+
+
+def test_health_reports_loaded_device_backend_fallbacks(client, router):
     h = client.get("/health").json()
+    assert h["loaded"] == list(router.agents())  # the router's own record, not a copy kept by the server
     assert h["status"] == "ok"
     assert "tiny" in h["loaded"]
     assert h["device"] == "cpu" and h["device_is_preference"] is False

@@ -71,8 +71,9 @@ def test_ray_serve_two_cpu_replicas(tiny_checkpoint):
         assert body["answers"]["escalate"]["noul"] == pytest.approx(want["answers"]["escalate"]["noul"], abs=2e-4)
         assert "x_jev_confidence" in body["answers"]["intent"]
         status, batch = call(port, "/v1/systemone/batch", {"states": ["a", "b", "c"], "questions": QUESTIONS}, auth)
-        assert status == 200 and len(batch["results"]) == 3  # auto-routed (english/multilingual)
-        assert {r["routing"]["model"] for r in batch["results"]} <= {"english", "multilingual", "tiny"}
+        # custom checkpoints only (english/multilingual re-pointed, tiny served): requests without model go to tiny
+        assert status == 200 and len(batch["results"]) == 3
+        assert {r["routing"]["model"] for r in batch["results"]} == {"tiny"}
         assert call(port, "/v1/systemone", {"state": "x", "questions": QUESTIONS})[0] == 401
         assert call(port, "/v1/systemone", {"state": None, "questions": QUESTIONS}, auth)[0] == 400
         status, health = call(port, "/health", headers=auth)

@@ -20,12 +20,14 @@ import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from ..registry import DEFAULT_MODELS
 from .auth import bearer_ok
 from .batcher import Batcher, Item
 from .config import ServeConfig
 from .jev import project
 from .metrics import Metrics
-from .schema import ApiError, Decision, parse_batch, parse_json, parse_single
+from .schema import (MAX_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS_TOURNAMENT, ApiError, Decision, parse_batch, parse_json,
+                     parse_single)
 
 log = logging.getLogger("laya.serve")
 SINGLE, BATCH = "/v1/systemone", "/v1/systemone/batch"
@@ -39,18 +41,46 @@ def build_router(cfg: ServeConfig) -> Any:
                   agent_kwargs={"backend": cfg.backend} if cfg.backend else None)
 
 
+def served_names(cfg: ServeConfig, router: Any) -> list[str]:
+    """The checkpoints this server answers with: `models` (LAYA_MODELS) when given, else the custom ones named by
+    --model/LAYA_EXTRA_MODELS when any are, else every registered one."""
+    names = cfg.models or tuple(cfg.extra_models) or tuple(router.registered)
+    try:
+        return list(dict.fromkeys(router.resolve(n) for n in names))
+    except ValueError as e:
+        raise ValueError(f"laya serve: LAYA_MODELS/--models: {e}") from None
+
+
+def with_x_tournament(result: dict) -> dict:
+    """The library's `tournament` block moved onto each narrowed answer as `x_tournament`."""
+    block = result.get("tournament")
+    out = {k: v for k, v in result.items() if k != "tournament"}
+    if block:
+        out["answers"] = {qid: {**a, "x_tournament": block[qid]} if qid in block else a
+                          for qid, a in result["answers"].items()}
+    return out
+
+
 class Server:
     """State shared by the routes: router, batcher, metrics, admission count."""
 
     def __init__(self, cfg: ServeConfig, router: Any = None):
         self.cfg = cfg
         self.router = router if router is not None else build_router(cfg)
+        self.served = served_names(cfg, self.router)
+        # A server with no shipped (Hub) checkpoint among the ones it serves never reaches for the Hub: requests
+        # without `model` go to its default (LAYA_DEFAULT_MODEL when served, else the first served name), and a
+        # request naming an unserved checkpoint is refused. Otherwise routing is the Router's, lazy loads and all.
+        custom = {self.router.resolve(n) for n in cfg.extra_models}
+        self.custom_only = not any(n in DEFAULT_MODELS and n not in custom for n in self.served)
+        default = self.router.default
+        self.auto_default = default if default in self.served else self.served[0]
+        self.max_choice_options = MAX_CHOICE_OPTIONS_TOURNAMENT if cfg.tournament_group else MAX_CHOICE_OPTIONS
         self.metrics = Metrics()
         self.batcher = Batcher(self._infer, window_ms=cfg.batch_window_ms, max_rows=cfg.max_batch_rows,
                                max_batch_tokens=cfg.max_batch_tokens, batching=cfg.batching,
                                on_forward=self._on_forward)
         self.admitted = 0
-        self.agents: dict[str, Any] = {}  # the agent each name last answered with (for /health)
         self.last_request = time.monotonic()
 
     # ---- lifecycle ---------------------------------------------------------------------------------
@@ -61,10 +91,11 @@ class Server:
             import torch
 
             torch.set_num_threads(self.cfg.threads)
+        if self.custom_only and self.auto_default != self.router.default:
+            log.info("laya serve: serving %s only; requests without 'model' go to %r", ", ".join(self.served),
+                     self.auto_default)
         if self.cfg.preload:
-            names = list(self.cfg.models) or None
-            for name in self.router.preload(names):
-                self.agents[name] = self.router.load(name)
+            self.router.preload(self.served)
         self.batcher.start()
 
     def stop(self) -> None:
@@ -77,14 +108,18 @@ class Server:
             if self.router.loaded and self.admitted == 0 and time.monotonic() - self.last_request >= limit:
                 log.info("laya serve: idle for %.0f s; unloading %s", limit, ", ".join(self.router.loaded))
                 self.router.unload()
-                self.agents.clear()
 
     # ---- inference worker side ---------------------------------------------------------------------
 
     def _infer(self, name: str, states: list, questions: dict, options: dict) -> list:
         agent = self.router.load(name)
-        self.agents[name] = agent
-        results = agent.predict_batch(states, questions, **options)
+        if self.cfg.tournament_group:
+            from ..shortlist import predict_tournament_batch
+
+            results = [with_x_tournament(r) for r in
+                       predict_tournament_batch(agent, states, questions, self.cfg.tournament_group, **options)]
+        else:
+            results = agent.predict_batch(states, questions, **options)
         tokens = sum(r.get("usage", {}).get("input_tokens", 0) for r in results)
         self.metrics.child(self.metrics.tokens, name).inc(tokens)
         return results
@@ -139,24 +174,37 @@ class Server:
             raise ApiError(408, f"the body did not arrive within {self.cfg.body_read_timeout:g} s; send it at once",
                            {"Connection": "close"}) from None
 
+    def route(self, d: Decision) -> Any:
+        """The router's decision, kept to the served checkpoints on a server of custom checkpoints only."""
+        decision = self.router.route(d.state, d.questions, d.model, d.task, d.lang, d.lang_guess)
+        if not self.custom_only or decision.model in self.served:
+            return decision
+        if d.model is not None or (d.task is not None and d.task.strip()):
+            raise ValueError(f"model {decision.model!r} is not served here; this server answers with "
+                             f"{', '.join(self.served)} (or send no 'model' to use {self.auto_default!r})")
+        chosen = self.router.route(d.state, d.questions, self.auto_default)
+        reason = (f"served default {self.auto_default!r} (routing chose {decision.model!r}, which this server does "
+                  f"not serve: {decision.reason})")
+        return {**chosen, "reason": reason, "detection": decision.detection, "workflow": decision.workflow}
+
     def items(self, decisions: list[Decision]) -> list[tuple[Item, dict]]:
         """Route each decision (torch-free) and build its batch item; 422 for what the router refuses."""
         out = []
         for d in decisions:
             try:
-                decision = self.router.route(d.state, d.questions, d.model, d.task, d.lang, d.lang_guess)
+                decision = self.route(d)
             except (ValueError, TypeError) as e:
                 raise ApiError(422, str(e)) from None
-            lang = d.lang if d.lang is not None else (decision.detection or {}).get("language")
+            lang = d.lang if d.lang is not None else (decision.get("detection") or {}).get("language")
             options = {"lang": lang, "max_len": d.max_len, "head_max_len": d.head_max_len,
                        "min_confidence": d.min_confidence}
             if d.batch_size is not None:
                 options["batch_size"] = d.batch_size
             if d.sort_by_length:
                 options["sort_by_length"] = True
-            key = (decision.model, json.dumps(d.questions, ensure_ascii=False), d.max_len, d.head_max_len, lang,
+            key = (decision["model"], json.dumps(d.questions, ensure_ascii=False), d.max_len, d.head_max_len, lang,
                    json.dumps(d.min_confidence, sort_keys=True), d.batch_size, d.sort_by_length)
-            item = Item(key, decision.model, d.state, d.questions, d.n_questions, d.row_width, options)
+            item = Item(key, decision["model"], d.state, d.questions, d.n_questions, d.row_width, options)
             out.append((item, dict(decision)))
         return out
 
@@ -201,7 +249,8 @@ class Server:
                 try:
                     data = parse_json(await self.read_body(request))
                     parse = parse_single if route == SINGLE else parse_batch
-                    parsed = parse(data, self.router.registered, self.router.resolve, self.cfg.max_token_budget)
+                    parsed = parse(data, self.router.registered, self.router.resolve, self.cfg.max_token_budget,
+                                   self.max_choice_options)
                     decisions = [parsed] if route == SINGLE else parsed
                     arriving = False  # decide() hands the slot over when it queues
                     results, times = await self.decide(decisions)
@@ -234,8 +283,8 @@ class Server:
     def health(self, authorized: bool) -> dict:
         if not authorized:
             return {"status": "ok"}
-        loaded = self.router.loaded
-        agents = {name: self.agents[name] for name in loaded if name in self.agents}
+        agents = self.router.agents()
+        loaded = list(agents)
         devices = {name: str(getattr(a, "device", "cpu")) for name, a in agents.items()}
         preferred = self.cfg.device or getattr(self.router, "device", None)
         out = {"status": "ok", "loaded": loaded, "revisions": self.router.loaded_revisions,
@@ -254,9 +303,12 @@ class Server:
         return out
 
     def models(self) -> dict:
-        loaded = set(self.router.loaded)
-        data = [{"id": name, "object": "model", "loaded": name in loaded, "default": name == self.router.default,
-                 "description": self.router.describe(name)} for name in self.router.registered]
+        """The checkpoints a request may name: the served ones on a custom-only server, else every registered one."""
+        loaded = set(self.router.agents())
+        names = self.served if self.custom_only else self.router.registered
+        default = self.auto_default if self.custom_only else self.router.default
+        data = [{"id": name, "object": "model", "loaded": name in loaded, "default": name == default,
+                 "description": self.router.describe(name)} for name in names]
         return {"object": "list", "data": data}
 
 

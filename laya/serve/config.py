@@ -18,7 +18,7 @@ class ServeConfig:
     device: str | None = None
     backend: str = "auto"
     preload: bool = True
-    models: tuple[str, ...] = ()  # names to preload; empty = every registered one
+    models: tuple[str, ...] = ()  # names to serve and preload; empty = the extra_models names, or all registered
     extra_models: dict = field(default_factory=dict)  # {name: local dir or Hub id}
     default_model: str = "multilingual"
     max_loaded: int = 2
@@ -36,6 +36,7 @@ class ServeConfig:
     max_token_budget: int = 8192
     max_batch_tokens: int = 131072
     jev_strict: bool = False
+    tournament_group: int = 0  # > 0: choice questions with more options are narrowed in rounds of this size
     # dynamic batching
     batching: bool = True
     batch_window_ms: float = 2.0
@@ -98,6 +99,7 @@ ENV = {
     "LAYA_MAX_QUEUE_ROWS": ("max_queue_rows", _int), "LAYA_MAX_BODY_BYTES": ("max_body_bytes", _int),
     "LAYA_BODY_READ_TIMEOUT": ("body_read_timeout", _float), "LAYA_MAX_TOKEN_BUDGET": ("max_token_budget", _int),
     "LAYA_MAX_BATCH_TOKENS": ("max_batch_tokens", _int), "LAYA_JEV_STRICT": ("jev_strict", _bool),
+    "LAYA_TOURNAMENT_GROUP": ("tournament_group", _int),
     "LAYA_BATCHING": ("batching", _bool), "LAYA_BATCH_WINDOW_MS": ("batch_window_ms", _float),
     "LAYA_MAX_BATCH_ROWS": ("max_batch_rows", _int), "LAYA_REPLICAS": ("replicas", _int),
     "LAYA_MAX_REPLICAS": ("max_replicas", _int),
@@ -131,6 +133,10 @@ def check(cfg: ServeConfig) -> ServeConfig:
         raise ValueError("batch_window_ms and idle_unload_seconds must be >= 0")
     if cfg.threads is not None and cfg.threads < 1:
         raise ValueError(f"threads={cfg.threads!r} must be a positive integer")
+    if isinstance(cfg.tournament_group, bool) or not isinstance(cfg.tournament_group, int) \
+            or cfg.tournament_group < 0 or cfg.tournament_group == 1:
+        raise ValueError(f"tournament_group={cfg.tournament_group!r} must be 0 (off) or an integer >= 2 "
+                         "(options asked together per row)")
     if cfg.max_replicas and cfg.max_replicas < cfg.replicas:
         raise ValueError(f"max_replicas={cfg.max_replicas} is below replicas={cfg.replicas}; raise it or use 0")
     return cfg
@@ -143,8 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int)
     p.add_argument("--model", action="append", metavar="NAME=SOURCE", dest="model_sources",
                    help="serve a local checkpoint dir or Hub id under NAME (repeatable)")
-    p.add_argument("--models", help="comma list of names to preload (default: all registered)")
-    p.add_argument("--default-model", help="the checkpoint auto-routing falls back to (default multilingual)")
+    p.add_argument("--models", help="comma list of names to serve and preload (default: the --model names "
+                   "when any are given, else every registered one)")
+    p.add_argument("--default-model", help="the checkpoint for states without language evidence (default "
+                   "multilingual); on a server of custom checkpoints only, every request without 'model'")
     p.add_argument("--device", help="cpu, cuda, cuda:N, mps or auto")
     p.add_argument("--backend", help="eager, compile, tilelang or auto (default auto)")
     p.add_argument("--no-preload", dest="preload", action="store_false", default=None,
@@ -164,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-token-budget", type=int)
     p.add_argument("--max-batch-tokens", type=int)
     p.add_argument("--jev-strict", action="store_true", default=None, help="answer in the exact Jev shape")
+    p.add_argument("--tournament-group", type=int, metavar="G", help="narrow choice questions with more than G "
+                   "options in rounds of G (0 = off); allows up to 255 options per choice")
     p.add_argument("--no-batching", dest="batching", action="store_false", default=None)
     p.add_argument("--batch-window-ms", type=float)
     p.add_argument("--max-batch-rows", type=int)

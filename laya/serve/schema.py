@@ -19,6 +19,7 @@ MAX_QUESTIONS = 64
 MAX_STATE_CHARS = 50000
 MAX_BATCH_STATES = 64
 MAX_CHOICE_OPTIONS = 100
+MAX_CHOICE_OPTIONS_TOURNAMENT = 255  # with tournament mode (LAYA_TOURNAMENT_GROUP > 0)
 MAX_SCORE_LEVELS = 32
 MAX_TOTAL_OPTIONS = 512
 ASSUMED_ROW_WIDTH = 512  # row width for the pass-size cap when the body gives no max_len
@@ -158,18 +159,20 @@ def model_field(value: Any, registered: list[str], resolve: Any) -> str | None:
     return None  # any other id (e.g. 'jev-1') means: route automatically
 
 
-def check_limits(qs: list[Question], where: str = "questions") -> None:
+def check_limits(qs: list[Question], max_choice_options: int = MAX_CHOICE_OPTIONS) -> None:
     total = 0
     for q in qs:
-        if q.qtype == "choice" and q.k > MAX_CHOICE_OPTIONS:
-            raise ApiError(413, f"question '{q.qid}' has {q.k} options; the limit is {MAX_CHOICE_OPTIONS} per "
-                                "choice question: split it or shortlist the options first")
+        if q.qtype == "choice" and q.k > max_choice_options:
+            hint = "" if max_choice_options > MAX_CHOICE_OPTIONS else \
+                f", or {MAX_CHOICE_OPTIONS_TOURNAMENT} on a server in tournament mode (LAYA_TOURNAMENT_GROUP)"
+            raise ApiError(413, f"question '{q.qid}' has {q.k} options; the limit is {max_choice_options} per "
+                                f"choice question{hint}: split it or shortlist the options first")
         if q.qtype == "score" and q.k > MAX_SCORE_LEVELS:
             raise ApiError(413, f"question '{q.qid}' has {q.k} levels; the limit is {MAX_SCORE_LEVELS} per "
                                 "score question")
         total += q.k
     if total > MAX_TOTAL_OPTIONS:
-        raise ApiError(413, f"the {where} have {total} options in all; the limit is {MAX_TOTAL_OPTIONS} per request")
+        raise ApiError(413, f"the questions have {total} options in all; the limit is {MAX_TOTAL_OPTIONS} per request")
 
 
 def check_state(state: Any, where: str) -> None:
@@ -184,7 +187,7 @@ def check_state(state: Any, where: str) -> None:
                             "shorten it or split it into several requests")
 
 
-def _questions(body: dict) -> tuple[dict, int]:
+def _questions(body: dict, max_choice_options: int) -> tuple[dict, int]:
     if "questions" not in body or body["questions"] is None:
         raise ApiError(400, "'questions' is missing; send a JSON object {question_id: definition}")
     questions = body["questions"]
@@ -197,7 +200,7 @@ def _questions(body: dict) -> tuple[dict, int]:
         qs = check_questions(questions)
     except (ValueError, TypeError) as e:
         raise ApiError(422, str(e)) from None
-    check_limits(qs)
+    check_limits(qs, max_choice_options)
     return questions, len(qs)
 
 
@@ -218,17 +221,19 @@ def _object(data: Any, what: str) -> dict:
     return data
 
 
-def parse_single(data: Any, registered: list[str], resolve: Any, budget: int) -> Decision:
+def parse_single(data: Any, registered: list[str], resolve: Any, budget: int,
+                 max_choice_options: int = MAX_CHOICE_OPTIONS) -> Decision:
     body = _object(data, "'state' and 'questions'")
     _check_keys(body, SINGLE_KEYS, REFUSED_KEYS)
     if "state" not in body:
         raise ApiError(400, "'state' is missing; send the text (or JSON data) to decide about")
     check_state(body["state"], "state")
-    questions, n = _questions(body)
+    questions, n = _questions(body, max_choice_options)
     return Decision(body["state"], questions, n, **_controls(body, registered, resolve, budget))
 
 
-def parse_batch(data: Any, registered: list[str], resolve: Any, budget: int) -> list[Decision]:
+def parse_batch(data: Any, registered: list[str], resolve: Any, budget: int,
+                max_choice_options: int = MAX_CHOICE_OPTIONS) -> list[Decision]:
     body = _object(data, "'states' and 'questions'")
     _check_keys(body, BATCH_KEYS, (*REFUSED_KEYS, "diagnostics"))
     states = body.get("states")
@@ -240,7 +245,7 @@ def parse_batch(data: Any, registered: list[str], resolve: Any, budget: int) -> 
         raise ApiError(413, f"{len(states)} states in one batch; the limit is {MAX_BATCH_STATES}: split the batch")
     for i, state in enumerate(states):
         check_state(state, f"states[{i}]")
-    questions, n = _questions(body)
+    questions, n = _questions(body, max_choice_options)
     controls = _controls(body, registered, resolve, budget)
     batch_size = body.get("batch_size")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
