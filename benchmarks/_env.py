@@ -84,6 +84,25 @@ def environment() -> dict:
     }
 
 
+def bench_checkpoint(shape: str, cache_dir: str | None = None) -> str:
+    """A random-weight checkpoint of `shape` (scripts/make_checkpoint.py), built once and reused while it
+    looks right; cached under `cache_dir`, else $LAYA_BENCH_CKPT, else /tmp/laya-bench-ckpt."""
+    import json
+
+    sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
+    from make_checkpoint import make_checkpoint
+
+    root = cache_dir or os.environ.get("LAYA_BENCH_CKPT", "/tmp/laya-bench-ckpt")
+    path = os.path.join(root, shape)
+    cfg_path = os.path.join(path, "rl_agent_config.json")
+    if os.path.isfile(os.path.join(path, "model.safetensors")) and os.path.isfile(cfg_path):
+        with open(cfg_path, encoding="utf-8") as f:
+            if json.load(f).get("encoder") == f"laya-random-{shape}":
+                return path
+    print(f"building the {shape} checkpoint in {path} ...", flush=True)
+    return make_checkpoint(path, shape=shape, tokenizer="wordpiece", seed=0, overwrite=True)
+
+
 # ---- is the machine quiet? ----------------------------------------------------------------------
 # Small CPU boxes are often shared: another process on a 2-core VM doubles every number measured
 # here. Each case therefore records how much CPU the rest of the machine (and the hypervisor, as

@@ -1,0 +1,135 @@
+"""The tilelang backend (laya/fast.py on the GPU) through the Agent: numerics against fp32 and stock
+16-bit eager, CUDA-graph replay, packed vs dense layouts, concurrency, limits (CUDA + tilelang, else skipped).
+
+Numerics: the tiny test checkpoint (std 0.3 weights) amplifies 16-bit rounding (stock bf16 autocast
+is ~13% of the largest logit away from fp32), so the fused forward is held to "no worse than stock
+autocast": its distance to fp32 is at most 1.5x stock's plus 2% of the logit scale.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("tilelang")
+if not torch.cuda.is_available():
+    pytest.skip("the fused forward needs CUDA", allow_module_level=True)
+
+import laya  # noqa: E402
+from _compare import assert_same  # noqa: E402
+from laya import backends  # noqa: E402
+from laya import fast as fast_module  # noqa: E402
+from laya.device import Precision  # noqa: E402
+from laya.fast import FastLaya  # noqa: E402
+from laya.questions import check_questions  # noqa: E402
+from laya.sequence import collate  # noqa: E402
+
+pytestmark = [pytest.mark.fast_extra, pytest.mark.gpu]
+
+QUESTIONS = {
+    "intent": {"type": "choice", "instructions": "What does the customer want?",
+               "criteria": {"refund": "money back", "bug": "something broken", "other": None}},
+    "anger": {"type": "score", "instructions": "How angry?", "criteria": ["calm", "annoyed", "furious"]},
+    "urgent": {"type": "noul", "instructions": "Is it urgent?"},
+}
+STATES = ["I want my money back.", {"message": "The app crashes on login", "tier": "gold"},
+          ["hi", "cancel please"], "ok " * 200, "The invoice total is wrong again! " * 5, "Short."]
+
+
+def logits_of(agent, states):
+    qs = check_questions(QUESTIONS)
+    rows = [r for s in states for r in agent._rows(str(s), False, qs, 256, 96)[1]]
+    return agent._infer(collate(rows, agent.tok.pad_token_id))[0]
+
+
+def make_agent(checkpoint, dtype, backend=None):
+    agent = laya.load(checkpoint, device="cuda")
+    agent.precision = Precision(dtype, dtype != torch.float32)
+    if backend:
+        assert agent.set_backend(backend, strict=True) == backend
+    return agent
+
+
+@pytest.fixture(scope="module")
+def fused(tiny_checkpoint):
+    return make_agent(tiny_checkpoint, torch.bfloat16, "tilelang")
+
+
+def test_backend_is_installed_and_auto_picks_it(fused):
+    assert fused.backend == "tilelang" and isinstance(fused._fast, FastLaya)
+    assert backends.auto_policy(fused) == "tilelang"
+    assert fused._fast.dtype == torch.bfloat16 and fused._fast.max_len == 256
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_logits_no_worse_than_stock_autocast(tiny_checkpoint, fused, dtype):
+    reference = logits_of(make_agent(tiny_checkpoint, torch.float32), STATES)
+    stock = logits_of(make_agent(tiny_checkpoint, dtype), STATES)
+    agent = fused if dtype == torch.bfloat16 else make_agent(tiny_checkpoint, dtype, "tilelang")
+    ours = logits_of(agent, STATES)
+    live = reference > -1e3
+    scale = np.abs(reference[live]).max()
+    stock_err = np.abs(stock - reference)[live].max()
+    our_err = np.abs(ours - reference)[live].max()
+    assert np.isfinite(ours).all()
+    assert our_err <= 1.5 * stock_err + 0.02 * scale, (our_err, stock_err, scale)
+
+
+def test_graph_replay_equals_a_plain_run(tiny_checkpoint, fused):
+    plain = FastLaya(fused.model, max_len=256, use_graphs=False, dtype=torch.bfloat16,
+                     pad_id=fused.tok.pad_token_id)
+    qs = check_questions(QUESTIONS)
+    rows = [r for s in STATES for r in fused._rows(str(s), False, qs, 256, 96)[1]]
+    tensors = [t.cuda() for t in collate(rows, fused.tok.pad_token_id).tensors()]
+    with torch.no_grad():
+        replay = [fused._fast(*tensors) for _ in range(3)]  # capture, then two replays
+        direct = plain(*tensors)
+    assert fused._fast.captures >= 1
+    for a, b in zip(replay[-1], direct):
+        assert torch.equal(a, b)
+    for a, b in zip(replay[0], replay[-1]):
+        assert torch.equal(a, b)
+
+
+def test_packed_and_dense_layouts_agree(fused, monkeypatch):
+    states = ["a " * 5, "word " * 180, "x y " * 30, "long text here " * 40]
+    packed = logits_of(fused, states)
+    monkeypatch.setattr(fast_module, "PACK_RATIO", float("inf"))
+    dense = logits_of(fused, states)
+    live = packed > -1e3
+    assert np.abs(packed - dense)[live].max() <= 0.02 * np.abs(dense[live]).max()
+
+
+def test_concurrent_predicts_match_serial(fused):
+    serial = [fused.predict(s, QUESTIONS) for s in STATES]
+    results: dict = {}
+
+    def worker(i):
+        results[i] = fused.predict(STATES[i % len(STATES)], QUESTIONS)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, result in results.items():
+        assert_same(serial[i % len(STATES)], result, tol=0.0)
+
+
+def test_request_longer_than_the_fast_path_is_refused(fused):
+    with pytest.raises(ValueError, match=r"at most 256"):
+        fused.predict("many words " * 400, QUESTIONS, max_len=1024)
+    assert fused.predict("still works", QUESTIONS)["answers"]  # the agent keeps working
+
+
+def test_deaccelerate_restores_eager(tiny_checkpoint):
+    agent = make_agent(tiny_checkpoint, torch.bfloat16, "tilelang")
+    before = agent.predict(STATES[0], QUESTIONS)
+    agent.deaccelerate()
+    assert agent.backend == "eager" and agent._fast is None
+    after = agent.predict(STATES[0], QUESTIONS)
+    for qid in QUESTIONS:  # same decision from the stock 16-bit forward
+        assert before["answers"][qid]["type"] == after["answers"][qid]["type"]
