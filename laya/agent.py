@@ -52,7 +52,13 @@ class Agent(Predictor):
                  hooks: Any = None, on_predict_start: Any = None, on_predict_end: Any = None,
                  hooks_raise: bool = True, hooks_concurrent: bool = True, hooks_timeout: float | None = None,
                  calibration: str | None = None, backend: str | None = None, compile_warmup: bool = True,
-                 compile_cache: bool = False, compile_mode: str = "default"):
+                 compile_cache: bool = False, compile_mode: str = "default", aoti_path: str | None = None):
+        backend_options = {}
+        if aoti_path is not None:
+            if backend is None or backends.normalise(backend) != "aoti":
+                raise ValueError(f"aoti_path is for backend='aoti' (got backend={backend!r}); pass "
+                                 "backend='aoti', aoti_path=... together")
+            backend_options["aoti_path"] = aoti_path
         if backend is not None:
             backend = backends.normalise(backend)
             if backend == "onnx":
@@ -104,7 +110,7 @@ class Agent(Predictor):
         self._backend_request: tuple[str, dict] | None = None  # re-installed after an OOM round trip
         self._place_model()
         if backend is not None:
-            self.set_backend(backend)
+            self.set_backend(backend, **backend_options)
         elif fast:
             self.accelerate()
         if self._compiled and compile_warmup:
@@ -212,8 +218,10 @@ class Agent(Predictor):
         rows, length = batch.input_ids.shape
         limit = self._backend.max_len if self._backend is not None else None
         if limit is not None and length > limit:
+            advice = getattr(self._backend, "limit_advice", None)
             raise ValueError(f"this request has rows of {length} tokens but the {self._backend.name} backend "
-                             f"was built for at most {limit}; pass max_len<={limit} or use backend='eager'")
+                             f"was built for at most {limit}; pass max_len<={limit} or use backend='eager'"
+                             + (f", {advice}" if advice else ""))
         dtype = self.dtype_for(rows)
         tensors = tuple(t.to(self.device, non_blocking=True) for t in batch.tensors())
         on_cuda = self.device.type == "cuda"
@@ -316,7 +324,7 @@ def load(model_id_or_path: str = BUNDLE_REPO, device: Any = None, token: str | N
          on_predict_start: Any = None, on_predict_end: Any = None, hooks_raise: bool = True,
          hooks_concurrent: bool = True, hooks_timeout: float | None = None, calibration: str | None = None,
          backend: str | None = None, onnx_path: str | None = None, compile_warmup: bool = True,
-         compile_cache: bool = False, compile_mode: str = "default") -> Any:
+         compile_cache: bool = False, compile_mode: str = "default", aoti_path: str | None = None) -> Any:
     """An agent for a checkpoint: a local directory, a Hub id, or a registry name (english, multilingual, ...)."""
     if subfolder is None and not looks_local(str(model_id_or_path)):
         spec = resolve_model_spec(str(model_id_or_path))
@@ -335,4 +343,4 @@ def load(model_id_or_path: str = BUNDLE_REPO, device: Any = None, token: str | N
                  hooks=hooks, on_predict_start=on_predict_start, on_predict_end=on_predict_end,
                  hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent, hooks_timeout=hooks_timeout,
                  calibration=calibration, backend=backend, compile_warmup=compile_warmup,
-                 compile_cache=compile_cache, compile_mode=compile_mode)
+                 compile_cache=compile_cache, compile_mode=compile_mode, aoti_path=aoti_path)

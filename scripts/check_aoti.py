@@ -2,6 +2,7 @@
 
     python scripts/check_aoti.py --output-dir DIR [--model CKPT_DIR] [--device auto|cpu|cuda]
         [--dtype auto|fp32|bf16] [--[no-]compiled-baselines] [--amp-cpu] [--groups G] [--repeats R] [--warmup W]
+        [--max-rows 8] [--max-tokens 512] [--max-markers 8]
 
 Without --model a tiny random ModernBERT checkpoint is built in a temporary directory (no network).
 Steps: export a separate eval copy with explicit weights (bf16 on CUDA, fp32 on the CPU) outside
@@ -9,7 +10,10 @@ autocast, tokens declared as 16 * Dim("tokens16"), rows 1-8 and marker slots 2-8
 `aoti_compile_and_package`; load the package in this process and in a fresh one (which reads only the
 package and the saved inputs: no checkpoint, no laya, compilers blocked); compare both heads against
 eager on three real tokenised requests (padding, uneven marker counts; none of them the export
-example's shape); time eager / compiled / package side by side.
+example's shape); time eager / compiled / package side by side; finally install the package as the
+agent's `aoti` backend and compare `predict` answers with the eager agent (`backend_parity`).
+The package carries laya's record (ranges, device, dtype, weights fingerprint; laya.export.aoti), so
+`laya.load(CKPT, backend="aoti", aoti_path=DIR/decision.pt2)` can serve it.
 
 Writes decision.pt2, results.json, inputs.pt and eager.pt to --output-dir. Exit status: 0 pass or
 SKIP (missing CUDA, AOTInductor API or C++ compiler for the requested device; results.json says
@@ -196,7 +200,7 @@ def check(args: argparse.Namespace, results: dict) -> bool:
     dtype_name = args.dtype if args.dtype != "auto" else ("bf16" if device == "cuda" else "fp32")
     dtype, tol = DTYPES[dtype_name], TOLERANCES[dtype_name]
     results.update(dtype=dtype_name, tolerance=tol)
-    ranges = aoti.Ranges()
+    ranges = aoti.Ranges(rows=(1, args.max_rows), markers=(2, args.max_markers), tokens=(32, args.max_tokens))
     results["ranges"] = {"rows": ranges.rows, "markers": ranges.markers, "tokens": ranges.tokens,
                          "token_multiple": aoti.TOKEN_MULTIPLE}
 
@@ -230,8 +234,10 @@ def check(args: argparse.Namespace, results: dict) -> bool:
     started = time.perf_counter()
     program = aoti.export_program(explicit, example, ranges)
     results["export_s"] = time.perf_counter() - started
+    info = aoti.package_info(fp32_model, ranges, dtype, device, example)
+    results["package_info"] = info
     started = time.perf_counter()
-    aoti.compile_package(program, package_path)
+    aoti.compile_package(program, package_path, info)
     results["package_s"] = time.perf_counter() - started
     results["package_bytes"] = os.path.getsize(package_path)
     started = time.perf_counter()
@@ -268,9 +274,58 @@ def check(args: argparse.Namespace, results: dict) -> bool:
         results["parity_fresh_process"] = fresh["shapes"]
 
     results["latency_ms"] = latency(args, device, dtype, fp32_model, explicit, runner, inputs)
+    del runner
+    results["backend_parity"] = backend_parity(agent, package_path, dtype_name)
     ok = all(p["ok"] for p in results["parity_in_process"])
     ok = ok and results["parity_fresh_process"] is not None and all(p["ok"] for p in results["parity_fresh_process"])
+    ok = ok and results["backend_parity"]["ok"]
     return bool(ok and not results.get("fresh_process_imported_laya"))
+
+
+def answer_key(answer: dict) -> tuple:
+    """(decision, probabilities) of one answer dict: the choice, the most likely score level, or
+    noul's side; the option probabilities (noul: p(true)) and the act probability. Rounded values."""
+    kind = answer["type"]
+    act = answer["action"]["act_probability"]
+    if kind == "noul":
+        return answer["noul"] >= 0.5, [answer["noul"], act]
+    probs = answer["probabilities"]
+    decision = answer["choice"] if kind == "choice" else max(probs, key=probs.get)
+    return decision, [*probs.values(), act]
+
+
+def answer_deltas(reference: list[dict], got: list[dict]) -> dict:
+    """Answers that agree and the largest probability difference between two predict_batch results."""
+    same = total = 0
+    delta = 0.0
+    for r, g in zip(reference, got):
+        for qid, answer in r["answers"].items():
+            (want, p), (have, q) = answer_key(answer), answer_key(g["answers"][qid])
+            same += int(want == have)
+            total += 1
+            delta = max(delta, *(abs(x - y) for x, y in zip(p, q)))
+    return {"answers_agree": same, "answers": total, "max_abs_prob": delta}
+
+
+def backend_parity(agent, package_path: str, dtype_name: str) -> dict:
+    """`predict` through the aoti backend vs the agent's eager forward on the REQUESTS. With fp32
+    weights both run the same math: answers must agree and probabilities stay within the fp32
+    tolerance. A bf16 package against AMP eager (fp32 weights, bf16 autocast) is reported only."""
+    reference = [agent.predict_batch(states, {q: QUESTIONS[q] for q in qids}) for states, qids in REQUESTS]
+    started = time.perf_counter()
+    name = agent.set_backend("aoti", strict=True, aoti_path=package_path)
+    report = {"backend": name, "install_s": time.perf_counter() - started, "requests": []}
+    try:
+        for (states, qids), ref in zip(REQUESTS, reference):
+            got = agent.predict_batch(states, {q: QUESTIONS[q] for q in qids})
+            report["requests"].append({"states": len(states), "questions": len(qids), **answer_deltas(ref, got)})
+    finally:
+        agent.set_backend("eager")
+    agree = all(r["answers_agree"] == r["answers"] for r in report["requests"])
+    small = max(r["max_abs_prob"] for r in report["requests"]) <= TOLERANCES["fp32"]["prob"]
+    report["ok"] = bool(agree and small) if dtype_name == "fp32" else True
+    report["judged"] = dtype_name == "fp32"
+    return report
 
 
 def latency(args, device, dtype, fp32_model, explicit, runner, inputs) -> dict:
@@ -313,6 +368,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--groups", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--max-rows", type=int, default=8, help="largest batch (rows) the package accepts")
+    parser.add_argument("--max-tokens", type=int, default=512, help="longest row, a multiple of 16")
+    parser.add_argument("--max-markers", type=int, default=8, help="most marker slots (options) per row")
     parser.add_argument("--load-only", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.load_only:
@@ -322,6 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     if min(args.groups, args.repeats) < 1 or args.warmup < 0:
         parser.error(f"--groups and --repeats must be >= 1 and --warmup >= 0, got {args.groups}, {args.repeats}, "
                      f"{args.warmup}")
+    if args.max_rows < 1 or args.max_markers < 2 or args.max_tokens < 32 or args.max_tokens % 16:
+        parser.error(f"--max-rows >= 1, --max-markers >= 2 and --max-tokens a multiple of 16 >= 32, got "
+                     f"{args.max_rows}, {args.max_markers}, {args.max_tokens}")
     sys.path.insert(0, REPO)
     from laya.export import aoti
 

@@ -1,7 +1,8 @@
-"""scripts/check_aoti.py on the CPU with the tiny random model: package, fresh-process load, parity.
+"""scripts/check_aoti.py on the CPU with the tiny checkpoint: package, fresh-process load, parity.
 
-Needs a C++ compiler (AOTInductor compiles the package's kernels); without one the test is skipped,
-and the script itself must then report an explicit SKIP.
+The run itself is the session fixture `aoti_check` (tests/conftest.py), shared with the aoti backend
+tests so the package is built once. Needs a C++ compiler (AOTInductor compiles the package's
+kernels); without one the test is skipped, and the script itself must then report an explicit SKIP.
 """
 
 from __future__ import annotations
@@ -23,11 +24,8 @@ needs_compiler = pytest.mark.skipif(aoti.missing_capability("cpu") is not None,
 
 
 @needs_compiler
-def test_check_aoti_cpu(tmp_path):
-    out = tmp_path / "aoti"
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor-cache"))
-    proc = subprocess.run([sys.executable, SCRIPT, "--output-dir", str(out), "--device", "cpu", "--groups", "2",
-                           "--repeats", "3", "--warmup", "1"], capture_output=True, text=True, env=env, timeout=600)
+def test_check_aoti_cpu(aoti_check):
+    proc, out = aoti_check["proc"], aoti_check["out"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert sorted(os.listdir(out)) == ["decision.pt2", "eager.pt", "inputs.pt", "results.json"]
     r = json.loads((out / "results.json").read_text())
@@ -43,6 +41,12 @@ def test_check_aoti_cpu(tmp_path):
         assert all(p["argmax_agree"] == p["rows"] and p["act_argmax_agree"] == p["rows"] for p in r[which])
         assert max(p["max_abs_prob"] for p in r[which]) < 1e-3
     assert set(r["latency_ms"]["ms"]) == {"explicit_fp32_eager", "aoti_package"}
+    info = r["package_info"]  # the record the aoti backend reads back from the package
+    assert info["ranges"] == {"rows": [1, 8], "markers": [2, 8], "tokens": [32, 512]} and info["device"] == "cpu"
+    assert aoti.read_info(str(out / "decision.pt2")) == info
+    parity = r["backend_parity"]  # predict through the aoti backend vs eager, fp32: judged
+    assert parity["ok"] and parity["judged"] and parity["backend"] == "aoti"
+    assert all(p["answers_agree"] == p["answers"] for p in parity["requests"])
 
 
 def test_skip_is_explicit(tmp_path):

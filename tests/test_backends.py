@@ -22,11 +22,11 @@ def fresh(tiny_checkpoint):
 
 
 def test_names_and_aliases():
-    assert backends.NAMES == ("auto", "eager", "compile", "tilelang", "onnx")
+    assert backends.NAMES == ("auto", "eager", "compile", "tilelang", "aoti", "onnx")
     for given, want in [(None, "eager"), (" Fast ", "tilelang"), ("torch", "eager"), ("torch.compile", "compile"),
                         ("inductor", "compile"), ("AUTO", "auto")]:
         assert backends.normalise(given) == want
-    with pytest.raises(ValueError, match=r"unknown backend 'tensorrt'; use one of auto, eager, compile, tilelang, onnx"):
+    with pytest.raises(ValueError, match=r"unknown backend 'tensorrt'; use one of auto, eager, compile, tilelang, aoti, onnx"):
         backends.normalise("tensorrt")
 
 

@@ -13,6 +13,7 @@ REGISTRY = {  # name -> "module:class"
     "eager": "laya.backends.eager:EagerBackend",
     "compile": "laya.backends.compile:CompileBackend",
     "tilelang": "laya.backends.tilelang:TileLangBackend",
+    "aoti": "laya.backends.aoti:AOTIBackend",  # needs aoti_path=...; `auto` never picks it
 }
 NAMES = ("auto", *REGISTRY, "onnx")  # the published table; `known_names()` also sees later registrations
 ALIASES = {"fast": "tilelang", "torch": "eager", "torch.compile": "compile", "inductor": "compile"}

@@ -5,21 +5,34 @@ autocast (a program captured under autocast carries dtype asserts that fail outs
 token axis as 16 * Dim(...) (a plain range trips the exporter's L % 8 mask-alignment guard), and let
 rows and marker slots vary independently. The package only covers the exported ranges and the
 >= 2 marker-slot branch; `fit_inputs` pads a request into them or refuses it with a clear error.
-Nothing here imports laya's request path: a future `aoti` backend and scripts share it.
+
+Every package built here carries a small JSON record in the package's own metadata (`package_info`:
+ranges, device, dtype, a fingerprint of the source weights, versions), so a loader (the `aoti`
+backend, laya.backends.aoti) knows what it may feed the package without a sidecar file; `read_info`
+reads it back from the .pt2 archive without loading the compiled code.
+Nothing here imports laya's request path: the `aoti` backend and scripts share it.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib
+import json
 import os
 import shutil
 import sysconfig
+import time
+import zipfile
 from dataclasses import dataclass
 
 import torch
 
 TOKEN_MULTIPLE = 16
+METADATA_KEY = "laya_aoti"  # key of the JSON record in the package metadata
+INFO_FORMAT = 1
+DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+INPUT_NAMES = ("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype")
 
 
 @dataclass(frozen=True)
@@ -94,21 +107,130 @@ def export_program(model: torch.nn.Module, example: tuple[torch.Tensor, ...], ra
         return torch.export.export(model, tuple(example), dynamic_shapes=dynamic_shapes(ranges), strict=False)
 
 
-def compile_package(program, path: str) -> str:
-    """AOTInductor-compile the exported program into a .pt2 package at `path`."""
+def weights_fingerprint(model: torch.nn.Module, samples: int = 64) -> str:
+    """A short digest of the weights: every parameter's name, shape and up to `samples` evenly spaced
+    values (as fp32). Cheap on any device (one host copy), and different for different checkpoints,
+    so a package is never run with a model it was not exported from."""
+    names, picks = [], []
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            flat = param.detach().reshape(-1)
+            count = min(samples, flat.numel())
+            index = torch.linspace(0, flat.numel() - 1, count, device=flat.device).long()
+            names.append(f"{name}{tuple(param.shape)}")
+            picks.append(flat.index_select(0, index).float())
+        values = torch.cat(picks).cpu().numpy().tobytes() if picks else b""
+    digest = hashlib.sha256("\n".join(names).encode())
+    digest.update(values)
+    return digest.hexdigest()[:24]
+
+
+def package_info(model: torch.nn.Module, ranges: Ranges, dtype: torch.dtype, device: str | torch.device,
+                 example: tuple[torch.Tensor, ...] | None = None) -> dict:
+    """The record stored in a package: what it accepts and what it was built from. `model` is the
+    source model (the fp32 weights the agent loads), not the explicit-dtype copy."""
+    config = getattr(getattr(model, "encoder", None), "config", None)
+    return {
+        "format": INFO_FORMAT,
+        "ranges": {"rows": list(ranges.rows), "markers": list(ranges.markers), "tokens": list(ranges.tokens)},
+        "token_multiple": TOKEN_MULTIPLE,
+        "device": torch.device(device).type,
+        "dtype": DTYPE_NAMES.get(dtype, str(dtype)),
+        "input_names": list(INPUT_NAMES),
+        "input_dtypes": None if example is None else [str(t.dtype).replace("torch.", "") for t in example],
+        "weights_fingerprint": weights_fingerprint(model),
+        "model_type": getattr(config, "model_type", None),
+        "vocab_size": getattr(config, "vocab_size", None),
+        "torch": torch.__version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def compile_package(program, path: str, info: dict | None = None) -> str:
+    """AOTInductor-compile the exported program into a .pt2 package at `path`; `info` (package_info)
+    goes into the package metadata under METADATA_KEY."""
     import torch._inductor
 
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    return torch._inductor.aoti_compile_and_package(program, package_path=path)
+    configs = {} if info is None else {"aot_inductor.metadata": {METADATA_KEY: json.dumps(info, sort_keys=True)}}
+    return torch._inductor.aoti_compile_and_package(program, package_path=path, inductor_configs=configs)
 
 
-def load_package(path: str):
+def default_example(ranges: Ranges, vocab_size: int, pad_id: int = 0,
+                    device: str | torch.device = "cpu") -> tuple[torch.Tensor, ...]:
+    """The export example: 3 rows x 64 tokens x 4 marker slots, moved inside `ranges` where needed
+    (three different sizes, so the exporter cannot tie two dynamic axes together)."""
+    from .examples import example_inputs
+
+    def inside(value: int, bounds: tuple[int, int]) -> int:
+        return min(max(value, bounds[0]), bounds[1])
+
+    rows, markers = inside(3, ranges.rows), inside(4, ranges.markers)
+    tokens = inside(64, ranges.tokens)
+    if tokens < markers + 2:
+        tokens = min(ranges.tokens[1], -(-(markers + 2) // TOKEN_MULTIPLE) * TOKEN_MULTIPLE)
+    return tuple(t.to(device) for t in example_inputs(rows, tokens, markers, vocab_size, seed=0, pad_id=pad_id))
+
+
+def build_package(model: torch.nn.Module, path: str, ranges: Ranges | None = None, dtype: torch.dtype | None = None,
+                  device: str | torch.device | None = None, pad_id: int = 0) -> dict:
+    """Export `model` (untouched: an explicit-dtype copy is exported) and package it at `path`.
+
+    Defaults: the model's device; bf16 weights on CUDA, fp32 on the CPU; `Ranges()`. Returns the
+    stored info plus export/package seconds and the package size.
+    """
+    ranges = ranges or Ranges()
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)
+    reason = missing_capability(device.type)
+    if reason is not None:
+        raise RuntimeError(f"cannot build an AOTInductor package for {device.type}: {reason}")
+    vocab = int(getattr(model.encoder.config, "vocab_size", 1000))
+    example = default_example(ranges, vocab, pad_id, device)
+    info = package_info(model, ranges, dtype, device, example)
+    explicit = explicit_copy(model, dtype, device)
+    started = time.perf_counter()
+    program = export_program(explicit, example, ranges)
+    export_s = time.perf_counter() - started
+    del explicit
+    started = time.perf_counter()
+    compile_package(program, path, info)
+    return {**info, "path": os.path.abspath(path), "export_s": export_s,
+            "package_s": time.perf_counter() - started, "package_bytes": os.path.getsize(path)}
+
+
+def read_info(path: str) -> dict | None:
+    """The laya record of a package, read from the archive without loading its code (None when the
+    package has none, e.g. one built before records existed or by other tools)."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as e:
+        raise ValueError(f"{path!r} is not a .pt2 package (not a zip archive: {e})") from e
+    with archive:
+        for name in archive.namelist():
+            if not name.endswith("_metadata.json") and not name.endswith("/metadata.json"):
+                continue
+            try:
+                meta = json.loads(archive.read(name))
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if isinstance(meta, dict) and METADATA_KEY in meta:
+                return json.loads(meta[METADATA_KEY])
+    return None
+
+
+def info_ranges(info: dict) -> Ranges:
+    r = info["ranges"]
+    return Ranges(rows=tuple(r["rows"]), markers=tuple(r["markers"]), tokens=tuple(r["tokens"]))
+
+
+def load_package(path: str, device_index: int = -1):
     """A callable runner(*inputs) -> (logits, act_logits) from a .pt2 package (no model code needed)."""
     import torch._inductor
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"AOTInductor package not found at {path!r}; build it with scripts/check_aoti.py")
-    return torch._inductor.aoti_load_package(path)
+    return torch._inductor.aoti_load_package(path, device_index=device_index)
 
 
 def fit_inputs(tensors: tuple[torch.Tensor, ...], ranges: Ranges, pad_id: int) -> tuple[torch.Tensor, ...]:
