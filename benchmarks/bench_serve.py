@@ -1,21 +1,29 @@
-"""`laya serve` under concurrent load over loopback: requests/s and p50/p99, dynamic batching off vs on.
+"""`laya serve` under concurrent load over loopback: decisions/s and p50/p99, dynamic batching off vs on.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_serve.py [--shapes tiny[,base]] [--clients 1,8,32,128]
-        [--max-requests 3000] [--max-seconds 12] [--window-ms 2] [--device cpu] [--checkpoint-dir DIR] [--out PATH]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_serve.py [--shapes tiny[,base,large]] [--device cpu|cuda]
+        [--backends eager[,compile,tilelang,auto]] [--batching off,on] [--clients 1,8,32,128]
+        [--rate-dps 1000 --rate-clients 128] [--max-requests 3000] [--max-seconds 12] [--time-budget-s 330]
+        [--checkpoint-dir DIR] [--out PATH]
 
-For each shape the server runs as its own process (uvicorn, `python -m laya.serve.main`) on a random
-checkpoint of scripts/make_checkpoint.py built in a temporary directory (never inside the repository),
-once with `--no-batching` and once with batching on. A closed-loop load generator (C clients over
-keep-alive connections, each sending its next request when the last one is answered; a tiny HTTP/1.1
-client on asyncio streams so the generator itself stays cheap) runs every cell until it has sent
---max-requests or --max-seconds have passed, after a short warm-up. One request = 1 state x 3
-questions (choice, score, noul), so decisions/s = 3 x requests/s. Mean states per forward comes from
-the server's own /metrics. The JSON (benchmarks/results/serve_<device>_<date>.json) records the CPU,
-cores, versions, date, the 1-minute load average around every cell (other work on the machine shows
-up there), and every cell. Batching-on vs -off ratios are computed within the same run.
+For each (shape, backend, batching) the server runs as its own process (uvicorn, `python -m laya.serve.main`) on
+a random checkpoint of scripts/make_checkpoint.py (built in a temporary directory unless --checkpoint-dir holds
+one). Two kinds of cell:
 
-Note: on a CPU box the generator and the server share the cores; the numbers are end-to-end through
-loopback HTTP, not model throughput alone.
+- closed loop (`mode: closed`): C clients over keep-alive connections, each sending its next request when the last
+  one is answered, until --max-requests are sent or --max-seconds pass (after a warm-up). This is the most the
+  server gives at C in flight; by Little's law its mean latency is C / requests/s.
+- paced (`mode: rate`, batching on only, with --rate-dps): --rate-clients clients offer --rate-dps decisions/s
+  on a fixed schedule for --max-seconds; latency counts from each request's scheduled start, so a server that
+  falls behind shows it (no coordinated omission). This is the cell the serving goal is judged on:
+  >= --goal-dps decisions/s at p99 <= --goal-p99-ms with --goal-clients clients.
+
+One request = 1 state x 3 questions (choice, score, noul), so decisions/s = 3 x requests/s. Mean states per
+forward comes from the server's own /metrics, the backend actually installed from its /health. The JSON (--out,
+default benchmarks/results/serve_<device>_<date>.json) records the GPU (nvidia-smi), CPU, versions, date, the
+checkpoint shapes, every server and cell, and is rewritten after every cell, so a run cut short keeps what it
+measured. --time-budget-s bounds the whole run: servers and cells that would not fit are skipped (and listed).
+The last thing printed is a short table. On a CPU box the generator and the server share the cores: numbers are
+end-to-end through loopback HTTP, not model throughput alone.
 """
 
 from __future__ import annotations
@@ -24,25 +32,26 @@ import argparse
 import asyncio
 import datetime as dt
 import json
+import math
 import os
 import platform
 import re
 import signal
 import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from importlib import metadata
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, HERE)
-from _env import cpu_model  # noqa: E402  (one definition for every benchmark)
+from _env import cpu_model, git_revision, package_version, usable_cores  # noqa: E402
 
 QUESTIONS = {
     "intent": {"type": "choice", "instructions": "What does the customer want?",
@@ -50,28 +59,69 @@ QUESTIONS = {
     "anger": {"type": "score", "instructions": "How angry is the writer?", "criteria": ["calm", "annoyed", "furious"]},
     "urgent": {"type": "noul", "instructions": "Is it urgent?", "labels": {"false": "later", "true": "now"}},
 }
+DECISIONS_PER_REQUEST = len(QUESTIONS)
 TOPICS = ["refund for a broken blender", "login fails after the update", "invoice shows the wrong VAT",
           "cancel the premium plan", "package arrived damaged", "charged twice this month",
           "password reset mail never comes", "app crashes when uploading photos"]
 STATES = [f"Ticket {i}: {TOPICS[i % len(TOPICS)]}. " + "The customer explains the problem at length. " * (1 + i % 4)
           for i in range(32)]
+WEIGHT_STD = {"tiny": 0.3}  # sharp answers on the tiny test shape; the published-like 0.02 elsewhere
 
 
 # ---- environment -----------------------------------------------------------------------------------
 
 def versions() -> dict:
     out = {"python": platform.python_version()}
-    for name in ("torch", "transformers", "fastapi", "starlette", "uvicorn", "prometheus-client", "numpy"):
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = None
+    for name in ("torch", "transformers", "tokenizers", "fastapi", "starlette", "uvicorn", "pydantic",
+                 "prometheus-client", "numpy", "tilelang"):
+        out[name] = package_version(name)
     try:
-        out["laya_commit"] = subprocess.run(["git", "-C", REPO, "rev-parse", "HEAD"], capture_output=True,
-                                            text=True, timeout=10).stdout.strip() or None
-    except OSError:
-        out["laya_commit"] = None
+        import torch
+
+        out["torch_cuda"] = torch.version.cuda
+    except ImportError:
+        out["torch_cuda"] = None
+    out["laya_git"] = git_revision()
     return out
+
+
+def gpu_info(device: str) -> list[dict] | None:
+    """Name, driver and memory of each GPU (nvidia-smi; torch when it is missing); None on a CPU run."""
+    if not device.startswith("cuda"):
+        return None
+    try:
+        text = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20).stdout
+        rows = [[c.strip() for c in line.split(",")] for line in text.splitlines() if line.strip()]
+        if rows:
+            return [{"name": r[0], "driver": r[1], "memory_total": r[2]} for r in rows if len(r) == 3]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        import torch
+
+        return [{"name": torch.cuda.get_device_name(i), "driver": None,
+                 "memory_total": f"{torch.cuda.get_device_properties(i).total_memory >> 20} MiB"}
+                for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001 - a record, not a requirement
+        return None
+
+
+def checkpoint_shape(path: str) -> dict:
+    """The encoder's dimensions, the runtime budgets and the parameter count (from the safetensors header)."""
+    with open(os.path.join(path, "encoder", "config.json"), encoding="utf-8") as f:
+        enc = json.load(f)
+    with open(os.path.join(path, "rl_agent_config.json"), encoding="utf-8") as f:
+        cfg = json.load(f)
+    with open(os.path.join(path, "model.safetensors"), "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    tensors = [v for k, v in header.items() if k != "__metadata__"]
+    return {"model_type": enc.get("model_type"), "hidden_size": enc.get("hidden_size"),
+            "num_hidden_layers": enc.get("num_hidden_layers"), "num_attention_heads": enc.get("num_attention_heads"),
+            "intermediate_size": enc.get("intermediate_size"), "vocab_size": enc.get("vocab_size"),
+            "max_len": cfg.get("max_len"), "head_max_len": cfg.get("head_max_len"), "amp_dtype": cfg.get("amp_dtype"),
+            "parameters": sum(math.prod(t["shape"]) for t in tensors),
+            "stored_dtypes": sorted({t["dtype"] for t in tensors})}
 
 
 # ---- server process --------------------------------------------------------------------------------
@@ -82,29 +132,57 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(checkpoint: str, port: int, batching: bool, window_ms: float, device: str,
-                 threads: int) -> subprocess.Popen:
+def get_json(port: int, path: str, timeout: float = 5.0) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def start_server(checkpoint: str, port: int, backend: str, batching: bool, args: argparse.Namespace,
+                 log_path: str, ready_timeout: float) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "laya.serve.main", "--host", "127.0.0.1", "--port", str(port),
-           "--threads", str(threads),
-           "--model", f"bench={checkpoint}", "--default-model", "bench", "--models", "bench", "--device", device,
+           "--threads", str(args.server_threads), "--backend", backend,
+           "--model", f"bench={checkpoint}", "--default-model", "bench", "--models", "bench", "--device", args.device,
            "--max-concurrent", "1024", "--max-queue-rows", "100000", "--log-level", "warning",
-           "--batch-window-ms", str(window_ms)]
+           "--batch-window-ms", str(args.window_ms)]
+    if args.max_batch_rows:
+        cmd += ["--max-batch-rows", str(args.max_batch_rows)]
+    if args.max_batch_tokens:
+        cmd += ["--max-batch-tokens", str(args.max_batch_tokens)]
     if not batching:
         cmd.append("--no-batching")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p))
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.time() + 120
+    log = open(log_path, "ab")  # a file, not a pipe: a chatty server never blocks on a full pipe
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log.close()
+    deadline = time.time() + ready_timeout
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"the server exited ({proc.returncode}): {proc.stderr.read().decode()[-2000:]}")
+            raise RuntimeError(f"the server exited ({proc.returncode}): {tail(log_path)}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                if json.loads(r.read()).get("loaded"):
-                    return proc
+            if get_json(port, "/health", 2).get("loaded"):
+                return proc
         except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the server did not become ready within 120 s")
+            pass
+        time.sleep(0.5)
+    stop_server(proc)
+    raise TimeoutError(f"the server did not become ready within {ready_timeout:.0f} s: {tail(log_path)}")
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+def tail(path: str, chars: int = 1500) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()[-chars:]
+    except OSError:
+        return ""
 
 
 def scrape(port: int) -> dict:
@@ -161,138 +239,312 @@ class Connection:
             self.reader = self.writer = None
 
 
-async def load(port: int, clients: int, max_requests: int, max_seconds: float, warmup: int) -> dict:
-    bodies = [json.dumps({"state": s, "questions": QUESTIONS, "model": "bench"}).encode() for s in STATES]
-    latencies: list[float] = []
-    errors = 0
-    sent = 0
-    conns = [Connection(port) for _ in range(clients)]
+BODIES = [json.dumps({"state": s, "questions": QUESTIONS, "model": "bench"}).encode() for s in STATES]
 
-    async def one_client(k: int, deadline: float, budget: list, record: bool) -> None:
-        nonlocal errors, sent
+
+async def send(conn: Connection, i: int) -> int:
+    try:
+        return await conn.post("/v1/systemone", BODIES[i % len(BODIES)])
+    except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
+        await conn.close()
+        return 0
+
+
+async def warm_up(conns: list[Connection], requests: int, seconds: float) -> None:
+    """Closed-loop requests before timing (graph captures, allocator growth); fresh connections afterwards."""
+    budget, deadline = [requests], time.perf_counter() + seconds
+
+    async def client(k: int) -> None:
         i = k
         while budget[0] > 0 and time.perf_counter() < deadline:
             budget[0] -= 1
-            start = time.perf_counter()
-            try:
-                status = await conns[k].post("/v1/systemone", bodies[i % len(bodies)])
-            except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
-                status = 0
-                await conns[k].close()
-            if record:
-                sent += 1
-                if status == 200:
-                    latencies.append(time.perf_counter() - start)
-                else:
-                    errors += 1
-            i += clients
+            await send(conns[k], i)
+            i += len(conns)
 
-    warm = [max(warmup, clients)]
-    await asyncio.gather(*(one_client(k, time.perf_counter() + 30, warm, False) for k in range(clients)))
-    for c in conns:  # fresh connections for the timed part (idle ones may have hit the keep-alive timeout)
+    await asyncio.gather(*(client(k) for k in range(len(conns))))
+    for c in conns:  # idle ones may have hit the keep-alive timeout
         await c.close()
-    budget = [max_requests]
-    start = time.perf_counter()
-    deadline = start + max_seconds
-    await asyncio.gather(*(one_client(k, deadline, budget, True) for k in range(clients)))
-    wall = time.perf_counter() - start
-    for c in conns:
-        await c.close()
+
+
+def summary(latencies: list[float], sent: int, errors: int, wall: float) -> dict:
     lat = sorted(latencies)
 
     def pct(p: float) -> float | None:
         return round(lat[min(len(lat) - 1, int(p * len(lat)))] * 1000, 2) if lat else None
 
-    return {"clients": clients, "requests": sent, "ok": len(lat), "errors": errors, "seconds": round(wall, 3),
-            "requests_per_s": round(len(lat) / wall, 1), "decisions_per_s": round(3 * len(lat) / wall, 1),
-            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "mean_ms": round(statistics.mean(lat) * 1000, 2) if lat else None}
+    return {"requests": sent, "ok": len(lat), "errors": errors, "seconds": round(wall, 3),
+            "requests_per_s": round(len(lat) / wall, 1) if wall > 0 else 0.0,
+            "decisions_per_s": round(DECISIONS_PER_REQUEST * len(lat) / wall, 1) if wall > 0 else 0.0,
+            "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": round(lat[-1] * 1000, 2) if lat else None,
+            "mean_ms": round(statistics.mean(lat) * 1000, 2) if lat else None}
+
+
+async def closed_loop(port: int, clients: int, max_requests: int, max_seconds: float, warmup: int,
+                      warmup_seconds: float) -> dict:
+    conns = [Connection(port) for _ in range(clients)]
+    await warm_up(conns, max(warmup, clients), warmup_seconds)
+    latencies: list[float] = []
+    counts = {"sent": 0, "errors": 0}
+    budget = [max_requests]
+    start = time.perf_counter()
+    deadline = start + max_seconds
+
+    async def client(k: int) -> None:
+        i = k
+        while budget[0] > 0 and time.perf_counter() < deadline:
+            budget[0] -= 1
+            t0 = time.perf_counter()
+            status = await send(conns[k], i)
+            counts["sent"] += 1
+            if status == 200:
+                latencies.append(time.perf_counter() - t0)
+            else:
+                counts["errors"] += 1
+            i += clients
+
+    await asyncio.gather(*(client(k) for k in range(clients)))
+    wall = time.perf_counter() - start
+    for c in conns:
+        await c.close()
+    return {"mode": "closed", "clients": clients, **summary(latencies, counts["sent"], counts["errors"], wall)}
+
+
+async def paced(port: int, clients: int, rate_dps: float, seconds: float, warmup: int, warmup_seconds: float) -> dict:
+    """Requests on a fixed schedule (request j at start + j / rate, sent by client j mod C); each latency counts
+    from the scheduled start. Requests still unsent 1.5 x seconds after the start are counted as not sent."""
+    conns = [Connection(port) for _ in range(clients)]
+    await warm_up(conns, max(warmup, clients), warmup_seconds)
+    rate_rps = rate_dps / DECISIONS_PER_REQUEST
+    total = max(1, int(rate_rps * seconds))
+    latencies: list[float] = []
+    counts = {"sent": 0, "errors": 0, "ends": []}
+    start = time.perf_counter() + 0.05
+    give_up = start + 1.5 * seconds
+
+    async def client(k: int) -> None:
+        for j in range(k, total, clients):
+            scheduled = start + j / rate_rps
+            now = time.perf_counter()
+            if now > give_up:
+                return
+            if scheduled > now:
+                await asyncio.sleep(scheduled - now)
+            status = await send(conns[k], j)
+            end = time.perf_counter()
+            counts["sent"] += 1
+            counts["ends"].append(end)
+            if status == 200:
+                latencies.append(end - scheduled)
+            else:
+                counts["errors"] += 1
+
+    await asyncio.gather(*(client(k) for k in range(clients)))
+    wall = max(seconds, max(counts["ends"], default=start) - start)
+    for c in conns:
+        await c.close()
+    cell = {"mode": "rate", "clients": clients, **summary(latencies, counts["sent"], counts["errors"], wall)}
+    cell.update(offered_decisions_per_s=rate_dps, scheduled=total, not_sent=total - counts["sent"])
+    return cell
 
 
 # ---- driver ----------------------------------------------------------------------------------------
 
-def run_shape(shape: str, checkpoint: str, args: argparse.Namespace) -> list[dict]:
-    cells = []
-    for batching in (False, True):
-        port = free_port()
-        proc = start_server(checkpoint, port, batching, args.window_ms, args.device, args.server_threads)
-        try:
-            for clients in args.clients:
-                before, load_before = scrape(port), os.getloadavg()[0]
-                cell = asyncio.run(load(port, clients, args.max_requests, args.max_seconds, args.warmup))
-                after, load_after = scrape(port), os.getloadavg()[0]
-                forwards = after["laya_batch_items_count"] - before["laya_batch_items_count"]
-                items = after["laya_batch_items_sum"] - before["laya_batch_items_sum"]
-                cell.update(shape=shape, batching=batching, mean_states_per_forward=round(items / forwards, 2)
-                            if forwards else None, loadavg_1m=[round(load_before, 2), round(load_after, 2)])
-                cells.append(cell)
-                print(f"{shape:5s} batching={'on ' if batching else 'off'} clients={clients:4d}  "
-                      f"{cell['requests_per_s']:8.1f} req/s  {cell['decisions_per_s']:8.1f} dec/s  "
-                      f"p50 {cell['p50_ms']} ms  p99 {cell['p99_ms']} ms  errors {cell['errors']}  "
-                      f"states/forward {cell['mean_states_per_forward']}", flush=True)
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    return cells
+class Run:
+    """Everything measured so far, written out after every cell."""
+
+    def __init__(self, args: argparse.Namespace, out: str):
+        self.args, self.out = args, out
+        self.started = dt.datetime.now(dt.timezone.utc)
+        self.t0 = time.monotonic()
+        self.servers: list[dict] = []
+        self.cells: list[dict] = []
+        self.skipped: list[str] = []
+        self.result = {
+            "benchmark": "bench_serve", "date": self.started.isoformat(timespec="seconds"), "finished": None,
+            "machine": {"gpus": gpu_info(args.device), "cpu": cpu_model(), "cores": os.cpu_count(),
+                        "usable_cores": usable_cores(), "platform": platform.platform()},
+            "versions": versions(), "device": args.device, "shapes": {},
+            "settings": {k: v for k, v in vars(args).items() if k not in ("out", "checkpoint_dir", "log_dir")},
+            "goal": {"decisions_per_s": args.goal_dps, "p99_ms": args.goal_p99_ms, "clients": args.goal_clients},
+        }
+        self.result["settings"].update(questions_per_request=DECISIONS_PER_REQUEST,
+                                       server="uvicorn, one process, one inference worker",
+                                       client="asyncio HTTP/1.1 keep-alive, one connection per client")
+
+    def remaining(self) -> float:
+        if not self.args.time_budget_s:
+            return float("inf")
+        return self.args.time_budget_s - (time.monotonic() - self.t0)
+
+    def verdicts(self) -> list[dict]:
+        out = []
+        keys = dict.fromkeys((c["shape"], c["backend"]) for c in self.cells)
+        for shape, backend in keys:
+            mine = [c for c in self.cells if c["shape"] == shape and c["backend"] == backend and c["batching"]
+                    and c["clients"] == self.args.goal_clients]
+            for cell in mine:
+                met = (cell["decisions_per_s"] >= self.args.goal_dps and cell["p99_ms"] is not None
+                       and cell["p99_ms"] <= self.args.goal_p99_ms and not cell["errors"]
+                       and not cell.get("not_sent"))
+                out.append({"shape": shape, "backend": backend, "mode": cell["mode"],
+                            "decisions_per_s": cell["decisions_per_s"], "p99_ms": cell["p99_ms"], "met": met})
+        return out
+
+    def save(self) -> None:
+        speedups = {}
+        for c in self.cells:
+            if c["mode"] != "closed" or not c["batching"]:
+                continue
+            off = next((o for o in self.cells if o["mode"] == "closed" and not o["batching"] and
+                        (o["shape"], o["backend"], o["clients"]) == (c["shape"], c["backend"], c["clients"])), None)
+            if off and off["requests_per_s"]:
+                speedups[f"{c['shape']}/{c['backend']}/{c['clients']}"] = round(
+                    c["requests_per_s"] / off["requests_per_s"], 2)
+        self.result.update(servers=self.servers, cells=self.cells, skipped=self.skipped,
+                           batching_speedup_requests_per_s=speedups, goal_verdicts=self.verdicts(),
+                           finished=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+        os.makedirs(os.path.dirname(os.path.abspath(self.out)), exist_ok=True)
+        tmp = f"{self.out}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(self.result, f, indent=2)
+            f.write("\n")
+        os.replace(tmp, self.out)
+
+    def table(self) -> str:
+        lines = [f"{'shape':6s} {'backend':8s} {'batch':5s} {'mode':6s} {'clients':>7s} {'dec/s':>9s} {'req/s':>8s} "
+                 f"{'p50 ms':>8s} {'p99 ms':>8s} {'err':>4s} {'st/fwd':>6s}"]
+        for c in self.cells:
+            lines.append(f"{c['shape']:6s} {c['backend']:8s} {'on' if c['batching'] else 'off':5s} {c['mode']:6s} "
+                         f"{c['clients']:7d} {c['decisions_per_s']:9.1f} {c['requests_per_s']:8.1f} "
+                         f"{c['p50_ms'] if c['p50_ms'] is not None else '-':>8} "
+                         f"{c['p99_ms'] if c['p99_ms'] is not None else '-':>8} {c['errors']:4d} "
+                         f"{c['mean_states_per_forward'] if c['mean_states_per_forward'] is not None else '-':>6}")
+        goal = (f"goal: >= {self.args.goal_dps:g} decisions/s at p99 <= {self.args.goal_p99_ms:g} ms with "
+                f"{self.args.goal_clients} clients (judged on the paced 'rate' cell; a closed loop of C clients "
+                "waits C / req/s on average)")
+        lines.append(goal)
+        for v in self.verdicts():
+            lines.append(f"  {v['shape']}/{v['backend']} {v['mode']:6s}: {v['decisions_per_s']:.1f} dec/s, "
+                         f"p99 {v['p99_ms']} ms -> {'MET' if v['met'] else 'not met'}")
+        if not self.verdicts():
+            lines.append(f"  no batching-on cell with {self.args.goal_clients} clients was measured")
+        for s in self.skipped:
+            lines.append(f"  skipped: {s}")
+        return "\n".join(lines)
+
+
+def run_server(run: Run, shape: str, checkpoint: str, backend: str, batching: bool, log_dir: str) -> None:
+    args = run.args
+    cell_need = args.max_seconds + 10
+    if run.remaining() < cell_need + 15:
+        run.skipped.append(f"{shape}/{backend}/batching {'on' if batching else 'off'}: out of time budget")
+        return
+    port = free_port()
+    log_path = os.path.join(log_dir, f"server_{shape}_{backend}_{'on' if batching else 'off'}.log")
+    started = time.monotonic()
+    try:
+        proc = start_server(checkpoint, port, backend, batching, args, log_path,
+                            min(args.ready_timeout, run.remaining() - cell_need))
+    except (RuntimeError, TimeoutError) as e:
+        run.skipped.append(f"{shape}/{backend}/batching {'on' if batching else 'off'}: {e}")
+        print(f"{shape} {backend}: {e}", flush=True)
+        run.save()
+        return
+    try:
+        health = get_json(port, "/health")
+        run.servers.append({"shape": shape, "backend_asked": backend, "batching": batching,
+                            "ready_s": round(time.monotonic() - started, 1), "device": health.get("device"),
+                            "backends": health.get("backends"), "cpu_fallbacks": health.get("cpu_fallbacks"),
+                            "batching_settings": health.get("batching"), "log": os.path.basename(log_path)})
+        installed = (health.get("backends") or {}).get("bench") or backend
+        plan = [("closed", c) for c in args.clients]
+        if batching and args.rate_dps:
+            plan.append(("rate", args.rate_clients))
+        for mode, clients in plan:
+            if run.remaining() < cell_need:
+                run.skipped.append(f"{shape}/{installed}/batching {'on' if batching else 'off'}/{mode} {clients} "
+                                   "clients: out of time budget")
+                continue
+            warm_s = max(5.0, min(30.0, run.remaining() - cell_need))
+            before = scrape(port)
+            if mode == "closed":
+                cell = asyncio.run(closed_loop(port, clients, args.max_requests, args.max_seconds, args.warmup, warm_s))
+            else:
+                cell = asyncio.run(paced(port, clients, args.rate_dps, args.max_seconds, args.warmup, warm_s))
+            after = scrape(port)
+            forwards = after["laya_batch_items_count"] - before["laya_batch_items_count"]
+            items = after["laya_batch_items_sum"] - before["laya_batch_items_sum"]
+            cell.update(shape=shape, backend=installed, batching=batching,
+                        mean_states_per_forward=round(items / forwards, 2) if forwards else None,
+                        loadavg_1m=round(os.getloadavg()[0], 2))
+            run.cells.append(cell)
+            run.save()
+            print(f"{shape:5s} {installed:8s} batching={'on ' if batching else 'off'} {mode:6s} clients={clients:4d} "
+                  f"{cell['decisions_per_s']:9.1f} dec/s  p50 {cell['p50_ms']} ms  p99 {cell['p99_ms']} ms  "
+                  f"errors {cell['errors']}  states/forward {cell['mean_states_per_forward']}", flush=True)
+    finally:
+        stop_server(proc)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", default="tiny")
-    p.add_argument("--clients", default="1,8,32,128")
-    p.add_argument("--max-requests", type=int, default=3000, help="per cell (after warm-up)")
+    p.add_argument("--backends", default="eager", help="server --backend values, in order (eager, compile, "
+                   "tilelang, auto)")
+    p.add_argument("--batching", default="off,on", help="off, on or off,on")
+    p.add_argument("--clients", default="1,8,32,128", help="closed-loop client counts")
+    p.add_argument("--rate-dps", type=float, default=0.0, help="paced cell: decisions/s offered (0 = no paced cell)")
+    p.add_argument("--rate-clients", type=int, default=128)
+    p.add_argument("--goal-dps", type=float, default=1000.0)
+    p.add_argument("--goal-p99-ms", type=float, default=50.0)
+    p.add_argument("--goal-clients", type=int, default=128)
+    p.add_argument("--max-requests", type=int, default=3000, help="per closed-loop cell (after warm-up)")
     p.add_argument("--max-seconds", type=float, default=12.0, help="per cell (after warm-up)")
     p.add_argument("--warmup", type=int, default=20, help="requests per cell before timing (at least one per client)")
     p.add_argument("--window-ms", type=float, default=2.0, help="batching window when batching is on")
+    p.add_argument("--max-batch-rows", type=int, default=None, help="server --max-batch-rows (default: its own)")
+    p.add_argument("--max-batch-tokens", type=int, default=None, help="server --max-batch-tokens (rows x max_len, "
+                   "512 assumed, per pass; default: its own)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--server-threads", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                    help="torch intra-op threads in the server (default: half the cores; the generator needs the rest)")
+    p.add_argument("--ready-timeout", type=float, default=120.0, help="seconds for a server to load (and compile)")
+    p.add_argument("--time-budget-s", type=float, default=0.0, help="bound on the whole run (0 = none)")
     p.add_argument("--checkpoint-dir", default=None, help="where to build/reuse the checkpoints (default: temp)")
-    p.add_argument("--out", default=None)
+    p.add_argument("--log-dir", default=None, help="server logs (default: temp)")
+    p.add_argument("--out", default=None, help="JSON path (default benchmarks/results/serve_<device>_<date>.json)")
     args = p.parse_args()
-    # a SIGTERM (e.g. from `timeout`) unwinds through the finally blocks, so no server process is left behind
+    # a SIGTERM (e.g. from `timeout`) unwinds through the finally blocks: no server is left behind, JSON is written
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.clients = [int(c) for c in args.clients.split(",")]
+    args.batching = [{"off": False, "on": True}[b.strip()] for b in args.batching.split(",") if b.strip()]
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    started = dt.datetime.now(dt.timezone.utc)
+    out = args.out or os.path.join(HERE, "results", f"serve_{args.device.split(':')[0]}_{started:%Y-%m-%d}.json")
 
     from make_checkpoint import make_checkpoint
 
-    started = dt.datetime.now(dt.timezone.utc)
-    cells = []
-    with tempfile.TemporaryDirectory(prefix="laya-bench-serve-") as tmp:
-        root = args.checkpoint_dir or tmp
-        for shape in shapes:
-            path = os.path.join(root, shape)
-            if not os.path.isfile(os.path.join(path, "model.safetensors")):
-                make_checkpoint(path, shape, "wordpiece", seed=7, std=0.3)
-            cells.extend(run_shape(shape, path, args))
-
-    speedups = {}
-    for shape in shapes:
-        for clients in args.clients:
-            off = next(c for c in cells if c["shape"] == shape and c["clients"] == clients and not c["batching"])
-            on = next(c for c in cells if c["shape"] == shape and c["clients"] == clients and c["batching"])
-            if off["requests_per_s"]:
-                speedups[f"{shape}/{clients}"] = round(on["requests_per_s"] / off["requests_per_s"], 2)
-    result = {
-        "benchmark": "bench_serve", "date": started.isoformat(timespec="seconds"),
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform()},
-        "versions": versions(), "device": args.device,
-        "settings": {"clients": args.clients, "max_requests": args.max_requests, "max_seconds": args.max_seconds,
-                     "warmup": args.warmup, "window_ms": args.window_ms, "questions_per_request": 3,
-                     "server_threads": args.server_threads,
-                     "server": "uvicorn, one process, one inference worker", "client": "asyncio HTTP/1.1 keep-alive"},
-        "cells": cells, "batching_speedup_requests_per_s": speedups,
-    }
-    out = args.out or os.path.join(HERE, "results", f"serve_{args.device.split(':')[0]}_{started:%Y-%m-%d}.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(result, f, indent=2)
-        f.write("\n")
-    print(f"speed-up batching on/off (req/s): {speedups}")
-    print(f"wrote {out}")
+    run = Run(args, out)
+    try:
+        with tempfile.TemporaryDirectory(prefix="laya-bench-serve-") as tmp:
+            root = args.checkpoint_dir or tmp
+            log_dir = args.log_dir or tmp
+            os.makedirs(log_dir, exist_ok=True)
+            for shape in shapes:
+                path = os.path.join(root, shape)
+                if not os.path.isfile(os.path.join(path, "model.safetensors")):
+                    began = time.monotonic()
+                    make_checkpoint(path, shape, "wordpiece", seed=7, std=WEIGHT_STD.get(shape, 0.02))
+                    print(f"built the {shape} checkpoint in {time.monotonic() - began:.1f} s", flush=True)
+                run.result["shapes"][shape] = checkpoint_shape(path)
+                for backend in backends:
+                    for batching in args.batching:
+                        run_server(run, shape, path, backend, batching, log_dir)
+    finally:
+        run.save()
+        print(f"wrote {out}")
+        print(run.table(), flush=True)
     return 0
 
 
