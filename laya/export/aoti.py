@@ -116,7 +116,8 @@ def weights_fingerprint(model: torch.nn.Module, samples: int = 64) -> str:
         for name, param in model.named_parameters():
             flat = param.detach().reshape(-1)
             count = min(samples, flat.numel())
-            index = torch.linspace(0, flat.numel() - 1, count, device=flat.device).long()
+            # float64 on the host: the same indices whatever device the weights are on
+            index = torch.linspace(0, flat.numel() - 1, count, dtype=torch.float64).long().to(flat.device)
             names.append(f"{name}{tuple(param.shape)}")
             picks.append(flat.index_select(0, index).float())
         values = torch.cat(picks).cpu().numpy().tobytes() if picks else b""
@@ -230,6 +231,8 @@ def load_package(path: str, device_index: int = -1):
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"AOTInductor package not found at {path!r}; build it with scripts/check_aoti.py")
+    if device_index < 0:
+        return torch._inductor.aoti_load_package(path)
     return torch._inductor.aoti_load_package(path, device_index=device_index)
 
 
