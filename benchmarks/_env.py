@@ -84,23 +84,24 @@ def environment() -> dict:
     }
 
 
-def bench_checkpoint(shape: str, cache_dir: str | None = None) -> str:
+def bench_checkpoint(shape: str, cache_dir: str | None = None, std: float = 0.02) -> str:
     """A random-weight checkpoint of `shape` (scripts/make_checkpoint.py), built once and reused while it
-    looks right; cached under `cache_dir`, else $LAYA_BENCH_CKPT, else /tmp/laya-bench-ckpt."""
+    looks right; cached under `cache_dir`, else $LAYA_BENCH_CKPT, else /tmp/laya-bench-ckpt.  `std` is
+    the weight scale: 0.02 answers near-uniformly, larger values give decided (non-tied) answers."""
     import json
 
     sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
     from make_checkpoint import make_checkpoint
 
     root = cache_dir or os.environ.get("LAYA_BENCH_CKPT", "/tmp/laya-bench-ckpt")
-    path = os.path.join(root, shape)
+    path = os.path.join(root, shape if std == 0.02 else f"{shape}-std{std:g}")
     cfg_path = os.path.join(path, "rl_agent_config.json")
     if os.path.isfile(os.path.join(path, "model.safetensors")) and os.path.isfile(cfg_path):
         with open(cfg_path, encoding="utf-8") as f:
             if json.load(f).get("encoder") == f"laya-random-{shape}":
                 return path
     print(f"building the {shape} checkpoint in {path} ...", flush=True)
-    return make_checkpoint(path, shape=shape, tokenizer="wordpiece", seed=0, overwrite=True)
+    return make_checkpoint(path, shape=shape, tokenizer="wordpiece", seed=0, overwrite=True, std=std)
 
 
 # ---- is the machine quiet? ----------------------------------------------------------------------

@@ -111,6 +111,8 @@ def make_agents(model: str, device: str, dtype: str):
 def main(argv=None, default_backend: str = "tilelang") -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="checkpoint directory (default: the `large` shape, made once)")
+    parser.add_argument("--std", type=float, default=0.02,
+                        help="weight scale of the made checkpoint (0.02 answers near-uniformly: no untied rows)")
     parser.add_argument("--backend", default=default_backend)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--dtype", default="both", choices=("bf16", "fp16", "both"))
@@ -123,7 +125,7 @@ def main(argv=None, default_backend: str = "tilelang") -> int:
     from _env import bench_checkpoint, environment
     from laya.device import Precision
 
-    model = args.model or bench_checkpoint("large")
+    model = args.model or bench_checkpoint("large", std=args.std)
     states = make_states()
     started = time.perf_counter()
     fp32 = laya.load(model, device=args.device)

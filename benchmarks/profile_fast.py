@@ -1,0 +1,154 @@
+"""Where the fused forward's time goes (GPU): per-kernel CUDA time, graph vs host time, tile variants.
+
+    python benchmarks/profile_fast.py [--model DIR] [--variants]
+
+For a 1 x 128-token request and a ragged 64 x 5 batch (as bench_latency's cases a128 and d) it prints
+the CUDA kernels of one forward grouped by name (torch.profiler), the GPU time of the graph replay
+alone (CUDA events), and the host time of each stage of `FastLaya.__call__`.  With --variants it
+rebuilds the fast path with other small-M tiles and times the 1 x 128 forward for each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__))]
+
+SMALL_VARIANTS = {  # (gemm small tiles, geglu small tiles, attention tiles for short plans)
+    "64x64": (dict(bm=64, bn=64, bk=64, stages=3, threads=128), dict(bm=64, bn=64, bk=64, stages=2, threads=128)),
+    "64x32": (dict(bm=64, bn=32, bk=128, stages=3, threads=128), dict(bm=64, bn=32, bk=128, stages=2, threads=128)),
+    "32x64": (dict(bm=32, bn=64, bk=128, stages=3, threads=128), dict(bm=32, bn=64, bk=128, stages=2, threads=128)),
+    "16x64": (dict(bm=16, bn=64, bk=256, stages=2, threads=128), dict(bm=16, bn=64, bk=256, stages=2, threads=128)),
+}
+
+
+def request(agent, rows: int, tokens: int, markers: int, seed: int, ragged: bool = False):
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    lens = torch.randint(60, tokens + 1, (rows,), generator=g) if ragged else torch.full((rows,), tokens)
+    width = int(lens.max())
+    ids = torch.zeros(rows, width, dtype=torch.long)
+    mask = torch.zeros(rows, width, dtype=torch.long)
+    for i, n in enumerate(lens.tolist()):
+        ids[i, :n] = torch.randint(1000, 30000, (n,), generator=g)
+        mask[i, :n] = 1
+    pos = torch.arange(1, markers + 1).repeat(rows, 1)
+    live = torch.ones(rows, markers, dtype=torch.bool)
+    qtype = torch.zeros(rows, dtype=torch.long)
+    return [t.cuda() for t in (ids, mask, pos, live, qtype)], int(lens.sum())
+
+
+def kernel_table(fast, tensors, calls: int = 5) -> list[dict]:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), torch.autocast("cuda", dtype=fast.dtype):
+        fast(*tensors)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fast(*tensors)
+            torch.cuda.synchronize()
+    rows = []
+    for event in prof.key_averages():
+        total = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
+        if total <= 0:
+            continue
+        rows.append({"kernel": event.key[:70], "calls_per_forward": event.count / calls,
+                     "us_per_forward": total / calls})
+    rows.sort(key=lambda r: -r["us_per_forward"])
+    return rows
+
+
+def stage_times(fast, tensors, repeats: int = 50) -> dict:
+    """GPU time of the graph replay (events) and host time of fill / replay launch / decide."""
+    import numpy as np
+    import torch
+
+    n, length = tensors[0].shape
+    out = {"replay_gpu_ms": [], "fill_host_ms": [], "replay_host_ms": [], "tail_host_ms": [], "call_ms": []}
+    with torch.no_grad(), torch.autocast("cuda", dtype=fast.dtype):
+        for _ in range(repeats):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fast(*tensors)
+            torch.cuda.synchronize()
+            out["call_ms"].append(1e3 * (time.perf_counter() - t0))
+            lens = tensors[1].sum(1).cpu().numpy() if n > 1 else None
+            plan = fast.plan(n, length, lens)
+            slot = fast._slot(plan)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fast._fill(plan, slot, tensors[0], tensors[1], tensors[4], lens)
+            t1 = time.perf_counter()
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            t2 = time.perf_counter()
+            fast._run(plan, slot)
+            t3 = time.perf_counter()
+            end.record()
+            torch.cuda.synchronize()
+            out["fill_host_ms"].append(1e3 * (t1 - t0))
+            out["replay_host_ms"].append(1e3 * (t3 - t2))
+            out["replay_gpu_ms"].append(start.elapsed_time(end))
+    return {k: float(np.median(v)) for k, v in out.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model")
+    parser.add_argument("--variants", action="store_true")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+
+    import torch
+
+    import laya
+    from _env import bench_checkpoint, environment
+    from laya import fast as fast_module
+
+    agent = laya.load(args.model or bench_checkpoint("large"), device="cuda")
+    agent.set_backend("tilelang", strict=True)
+    fast = agent._fast
+    report = {"env": environment(), "gpu": torch.cuda.get_device_name(), "cases": {}, "variants": {}}
+    cases = {"a128": request(agent, 1, 128, 1, 0), "d": request(agent, 320, 494, 5, 1, ragged=True)}
+    for name, (tensors, real) in cases.items():
+        fast(*tensors)
+        table = kernel_table(fast, tensors)
+        stages = stage_times(fast, tensors, 50 if name == "a128" else 5)
+        report["cases"][name] = {"real_tokens": real, "kernels": table, "stages": stages}
+        print(f"\n== {name}: {real} real tokens; stages (median ms): "
+              + ", ".join(f"{k} {v:.3f}" for k, v in stages.items()))
+        total = sum(r["us_per_forward"] for r in table)
+        print(f"{'kernel':70} {'calls':>6} {'us':>9} {'share':>6}")
+        for r in table[:18]:
+            print(f"{r['kernel']:70} {r['calls_per_forward']:6.0f} {r['us_per_forward']:9.1f} "
+                  f"{100 * r['us_per_forward'] / total:5.1f}%")
+        print(f"{'all kernels':70} {'':6} {total:9.1f}")
+    if args.variants:
+        tensors = cases["a128"][0]
+        for label, (gemm, geglu) in SMALL_VARIANTS.items():
+            fast_module.GPU_TILES["gemm"]["small"], fast_module.GPU_TILES["geglu"]["small"] = gemm, geglu
+            try:
+                agent.set_backend("tilelang", strict=True)
+                stages = stage_times(agent._fast, tensors, 50)
+                report["variants"][label] = stages
+                print(f"variant {label}: replay GPU {stages['replay_gpu_ms']:.3f} ms, call {stages['call_ms']:.3f} ms")
+            except Exception as e:  # noqa: BLE001 - a tile the compiler rejects is reported, not fatal
+                report["variants"][label] = {"error": f"{type(e).__name__}: {e}"[:300]}
+                print(f"variant {label}: {type(e).__name__}: {str(e)[:200]}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
