@@ -5,9 +5,10 @@ batch shape, so a batch can run in one of two layouts (``Plan``):
 
 * dense:  rows x padded length (M = B * L).  Attention reads the QKV GEMM output in place.  Used when
   padding is cheap (one row, or rows of similar length).
-* packed: only the batch's real tokens, one row after another (M = their count, bucketed).  Padded
-  tokens are never computed; for attention the QKV rows are scattered into a zeroed ``[B * L, 3d]``
-  buffer (one spare zero row takes the bucket's dummy tokens) and the output rows gathered back.
+* packed: only the batch's real tokens, one sequence after another (M = their count, bucketed up).
+  Padded tokens are never computed: RoPE takes each row's position from a table and attention
+  (``attn_varlen_kernel``) finds each sequence by its first row and length.  The bucket's dummy rows
+  belong to no sequence; they only need to stay finite.
 
 The residual stream stays fp32 (ModernBERT-large activations reach ~3e4); GEMM operands are 16-bit
 copies made once.  On CUDA each plan is captured once into a CUDA graph and replayed from static
@@ -37,12 +38,13 @@ from .model import decide, head_heads
 HEAD_DH = 64  # the decision head partitions d into 64-wide heads (model.head_heads)
 SMALL_M = 2048  # token rows up to here use small GEMM tiles: more thread blocks for few rows
 PACK_RATIO = 1.15  # pack when the dense layout would compute 15% more rows than the real tokens
-# Tiles measured on the H200 (benchmarks/results/kernels_h200.json): large-M GEMMs reach ~86% of
-# cuBLAS with these; small M wants more, smaller blocks instead.
+# Tiles measured on the H200: large-M GEMMs reach ~86% of cuBLAS with these (kernels_h200.json); for
+# small M, narrower column blocks give more thread blocks (profile_fast_h200_2026-11-29.json: a
+# 1 x 128 forward 1.80 ms with 64x32 tiles against 2.02 ms with 64x64).
 GPU_TILES = {
-    "gemm": {"small": dict(bm=64, bn=64, bk=64, stages=3, threads=128),
+    "gemm": {"small": dict(bm=64, bn=32, bk=128, stages=3, threads=128),
              "large": dict(bm=128, bn=256, bk=64, stages=3, threads=256)},
-    "geglu": {"small": dict(bm=64, bn=64, bk=64, stages=2, threads=128),
+    "geglu": {"small": dict(bm=64, bn=32, bk=128, stages=2, threads=128),
               "large": dict(bm=128, bn=128, bk=64, stages=3, threads=256)},
     "rope": dict(bm=4, threads=128),
     "attn_full": dict(bm=128, bn=128, stages=2, threads=256),
@@ -73,12 +75,11 @@ class _Slot:
     """Static inputs of one plan (the CUDA graph reads these addresses) and its captured graph."""
 
     def __init__(self, plan: Plan, device: torch.device, pad_id: int):
-        scratch = plan.rows * plan.length  # index of the spare zero row in packed buffers
         self.ids = torch.full((plan.tokens,), pad_id, dtype=torch.long, device=device)
         self.types = torch.zeros(plan.tokens, dtype=torch.long, device=device)
         self.lens = torch.zeros(plan.rows, dtype=torch.int32, device=device)
-        self.scatter = torch.full((plan.tokens,), scratch, dtype=torch.long, device=device)
-        self.gather = torch.full((plan.tokens,), scratch, dtype=torch.long, device=device)
+        self.starts = torch.zeros(plan.rows, dtype=torch.int32, device=device)  # packed: first row of each
+        self.positions = torch.zeros(plan.tokens, dtype=torch.int32, device=device)  # packed: RoPE position
         self.graph: Any = None
         self.out: torch.Tensor | None = None
 
@@ -215,6 +216,14 @@ class FastLaya:
                                                **tiles("attn_window" if window else "attn_full")))
         requests["h_attn"] = (K.attn_kernel, (None, None, self.head_heads, HEAD_DH),
                               dict(window=0, dtype=dt, **tiles("attn_full")))
+        # Packed plans: RoPE by explicit position, attention over sequences found by (start, length).
+        requests["rope_at"] = (K.rope_positions_kernel, (self.heads, self.dh), dict(dtype=dt, **tiles("rope")))
+        for window in sorted({layer["window"] for layer in self.layers}):
+            requests[("attn_varlen", window)] = (K.attn_varlen_kernel, (self.max_len, self.heads, self.dh),
+                                                 dict(window=window, dtype=dt,
+                                                      **tiles("attn_window" if window else "attn_full")))
+        requests["h_attn_varlen"] = (K.attn_varlen_kernel, (self.max_len, self.head_heads, HEAD_DH),
+                                     dict(window=0, dtype=dt, **tiles("attn_full")))
         start = time.perf_counter()
         self.k = self._compile(requests)
         self.compile_s = time.perf_counter() - start
@@ -296,30 +305,27 @@ class FastLaya:
             slot.lens.zero_()
             slot.lens[:n].copy_(attention_mask.sum(1))
             return torch.arange(n, device=self.device) * width
-        # Packed: token t of row r sits at packed row offset[r] + t and at padded row r * width + t.
+        # Packed: token t of row r sits at packed row offsets[r] + t; the bucket's dummy rows after the
+        # last sequence hold pad tokens at position 0.
         lens = lens.astype(np.int64)
         offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
         real = int(lens.sum())
         row_of = np.repeat(np.arange(n), lens)
         pos = np.arange(real) - offsets[row_of]
-        host_ids = input_ids.cpu().numpy()
-        types = qtype.cpu().numpy()
-        scratch = b * width
-        table = np.zeros((4, plan.tokens), dtype=np.int64)
+        table = np.zeros((3, plan.tokens), dtype=np.int64)
         table[0] = self.pad_id
-        table[0, :real] = host_ids[row_of, pos]
-        table[1, :real] = types[row_of]
-        table[2] = scratch
-        table[2, :real] = row_of * width + pos
-        table[3] = table[2]  # gather reads back from where scatter wrote (dummies: the zero row)
-        staged = torch.from_numpy(table).to(self.device, non_blocking=False)
+        table[0, :real] = input_ids.cpu().numpy()[row_of, pos]
+        table[1, :real] = qtype.cpu().numpy()[row_of]
+        table[2, :real] = pos
+        staged = torch.from_numpy(table).to(self.device)
         slot.ids.copy_(staged[0])
         slot.types.copy_(staged[1])
-        slot.scatter.copy_(staged[2])
-        slot.gather.copy_(staged[3])
-        lens_full = np.zeros(b, dtype=np.int32)
-        lens_full[:n] = lens
-        slot.lens.copy_(torch.from_numpy(lens_full))
+        slot.positions.copy_(staged[2])
+        per_row = np.zeros((2, b), dtype=np.int32)
+        per_row[0, :n], per_row[1, :n] = offsets, lens
+        per_row = torch.from_numpy(per_row).to(self.device)
+        slot.starts.copy_(per_row[0])
+        slot.lens.copy_(per_row[1])
         return torch.from_numpy(offsets).to(self.device)
 
     def _run(self, plan: Plan, slot: _Slot) -> torch.Tensor:
@@ -354,15 +360,14 @@ class FastLaya:
         x = F.layer_norm(F.embedding(slot.ids, self.emb).float(), (d,), self.emb_norm.w,
                          self.emb_norm.b if self.emb_norm.has_bias else None, self.emb_norm.eps)
         y = x.to(self.dtype)
-        padded = None
-        if plan.packed:  # attention buffers: encoder and head QKV are both 3d wide, one pair serves all
-            padded = (torch.zeros(plan.rows * plan.length + 1, 3 * d, dtype=self.dtype, device=self.device),
-                      torch.zeros(plan.rows * plan.length + 1, d, dtype=self.dtype, device=self.device))
+        # Packed: one attention output for all layers (encoder and head are both d wide), zeroed once so
+        # the dummy rows that attention never writes stay finite.
+        attn_out = torch.zeros(m, d, dtype=self.dtype, device=self.device) if plan.packed else None
         for layer in self.layers:
             qkv = self._gemm(k[("qkv", size)], y, layer["qkv"])
             cos, sin = self.rope[layer["kind"]]
-            o = self._attend(plan, slot, qkv, padded, k[("attn", layer["window"])], self.heads, self.dh,
-                             (cos[:plan.length], sin[:plan.length]))
+            o = self._attend(plan, slot, qkv, attn_out, layer["window"], self.heads, self.dh,
+                             (cos[:plan.length], sin[:plan.length]) if not plan.packed else (cos, sin))
             r = self._gemm(k[("o", size)], o, layer["o"])
             y = self._add_ln(k["add_ln"], x, r, layer["mlp_norm"])
             g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
@@ -373,7 +378,7 @@ class FastLaya:
         for layer in self.head:
             y = self._add_ln(k["h_ln"], x, None, layer["norm1"])
             qkv = self._gemm(k[("h_qkv", size)], y, layer["qkv"])
-            o = self._attend(plan, slot, qkv, padded, k["h_attn"], self.head_heads, HEAD_DH, None)
+            o = self._attend(plan, slot, qkv, attn_out, None, self.head_heads, HEAD_DH, None)
             r = self._gemm(k[("h_o", size)], o, layer["o"])
             y = self._add_ln(k["h_add_ln"], x, r, layer["norm2"])
             f1 = self._gemm(k[("h_ffn1", size)], y, layer["ffn1"])
@@ -391,19 +396,22 @@ class FastLaya:
         kernel(x, y if residual is None else residual, norm.w, norm.b, y)  # R is ignored without residual
         return y
 
-    def _attend(self, plan: Plan, slot: _Slot, qkv: torch.Tensor, padded, kernel, heads: int, dh: int,
-                rope) -> torch.Tensor:
-        b, width = plan.rows, plan.length
+    def _attend(self, plan: Plan, slot: _Slot, qkv: torch.Tensor, attn_out, window: int | None, heads: int,
+                dh: int, rope) -> torch.Tensor:
+        """RoPE (encoder layers) and attention for one layer; window None = the decision head's."""
+        b, width, k = plan.rows, plan.length, self.k
         if plan.packed:
-            qkv_pad, o_pad = padded
-            qkv_pad.index_copy_(0, slot.scatter, qkv)
-            grid, out = qkv_pad[:b * width], o_pad[:b * width]
-        else:
-            grid, out = qkv, torch.empty(b * width, heads * dh, dtype=self.dtype, device=self.device)
+            if rope is not None:
+                k["rope_at"](qkv, *rope, slot.positions)
+            kernel = k["h_attn_varlen"] if window is None else k[("attn_varlen", window)]
+            kernel(qkv.view(-1, 3, heads, dh), slot.starts, slot.lens, attn_out)
+            return attn_out
         if rope is not None:
-            self.k["rope"](grid, *rope)
-        kernel(grid.view(b, width, 3, heads, dh), slot.lens, out.view(b, width, heads * dh))
-        return o_pad.index_select(0, slot.gather) if plan.packed else out
+            k["rope"](qkv, *rope)
+        out = torch.empty(b * width, heads * dh, dtype=self.dtype, device=self.device)
+        kernel = k["h_attn"] if window is None else k[("attn", window)]
+        kernel(qkv.view(b, width, 3, heads, dh), slot.lens, out.view(b, width, heads * dh))
+        return out
 
     # ---- warm-up -----------------------------------------------------------------------------------
 

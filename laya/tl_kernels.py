@@ -26,7 +26,8 @@ correctness path, not a CPU backend.
 tests/test_tl_kernels_api.py) can be imported where TileLang is not installed.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: TileLang evaluates string annotations of a prim_func
+# only against the names its body uses, so shape names used in annotations alone would not resolve.
 
 import functools
 import inspect
@@ -40,6 +41,8 @@ __all__ = [
     "add_ln_kernel",
     "rope_kernel",
     "attn_kernel",
+    "rope_positions_kernel",
+    "attn_varlen_kernel",
     "compile_cpu",
     "compile_many",
 ]
@@ -449,12 +452,9 @@ add_ln_kernel = _kernel_factory(_add_ln_kernel)
 # 4. Rotary position embedding (rotate-half), in place on the packed QKV buffer
 
 
-def _rope_kernel(H, Dh, bm=32, threads=128, dtype="bfloat16", *, cpu=False):
-    """Rotate the q and k columns of ``QKV[M, 3*H*Dh]`` in place; kernel args ``(QKV, Cos, Sin)``.
-
-    ``Cos``/``Sin`` are fp32 ``[L, Dh/2]``; row r uses position ``r % L`` (rows are batch x L).
-    Column layout (q|k|v)(head)(dim); v is never touched.  Math in fp32.
-    """
+def _rope_prim(H, Dh, bm, threads, dtype, cpu, positions):
+    """Rotate-half RoPE in place on the q and k columns of ``QKV[M, 3*H*Dh]``; the position of row r is
+    ``r % L`` (rows are batch x L) or, with ``positions``, ``Pos[r]`` (packed rows of any lengths)."""
     _check_dtype(dtype, cpu)
     if Dh % 2:
         raise ValueError(f"Dh must be even for rotate-half RoPE, got {Dh}")
@@ -465,6 +465,35 @@ def _rope_kernel(H, Dh, bm=32, threads=128, dtype="bfloat16", *, cpu=False):
     L = T.dynamic("l")
     half = Dh // 2
 
+    @T.macro
+    def rotate(QKV, Cos, Sin, r, e, p):
+        # e runs over the 2*H (q|k, head) blocks x Dh/2 pairs; each iteration owns one (d, d + Dh/2)
+        # pair, so the in-place update has no cross-iteration hazard.  One flat loop rather than
+        # (2H, Dh/2): TileLang 0.1.15 cannot lay out a 3-D parallel loop whose middle extent is not a
+        # power of two (H=12: "Mapped indices are not independent").
+        c = e // half
+        d = e % half
+        x0 = T.cast(QKV[r, c * Dh + d], ACCUM)
+        x1 = T.cast(QKV[r, c * Dh + d + half], ACCUM)
+        QKV[r, c * Dh + d] = T.cast(x0 * Cos[p, d] - x1 * Sin[p, d], dtype)
+        QKV[r, c * Dh + d + half] = T.cast(x1 * Cos[p, d] + x0 * Sin[p, d], dtype)
+
+    if positions:
+
+        @T.prim_func
+        def rope_at(
+            QKV: T.Tensor((M, 3 * H * Dh), dtype),
+            Cos: T.Tensor((L, half), "float32"),
+            Sin: T.Tensor((L, half), "float32"),
+            Pos: T.Tensor((M,), "int32"),
+        ):
+            with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+                for i, e in S.par(bm, 2 * H * half):
+                    if bx * bm + i < M:
+                        rotate(QKV, Cos, Sin, bx * bm + i, e, Pos[bx * bm + i])
+
+        return rope_at
+
     @T.prim_func
     def rope(
         QKV: T.Tensor((M, 3 * H * Dh), dtype),
@@ -472,29 +501,157 @@ def _rope_kernel(H, Dh, bm=32, threads=128, dtype="bfloat16", *, cpu=False):
         Sin: T.Tensor((L, half), "float32"),
     ):
         with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
-            # e runs over the 2*H (q|k, head) blocks x Dh/2 pairs; each iteration owns one
-            # (d, d + Dh/2) pair, so the in-place update has no cross-iteration hazard.  One flat
-            # loop rather than (2H, Dh/2): TileLang 0.1.15 cannot lay out a 3-D parallel loop
-            # whose middle extent is not a power of two (H=12: "Mapped indices are not independent").
             for i, e in S.par(bm, 2 * H * half):
-                r = bx * bm + i
-                c = e // half
-                d = e % half
-                if r < M:
-                    p = r % L
-                    x0 = T.cast(QKV[r, c * Dh + d], ACCUM)
-                    x1 = T.cast(QKV[r, c * Dh + d + half], ACCUM)
-                    QKV[r, c * Dh + d] = T.cast(x0 * Cos[p, d] - x1 * Sin[p, d], dtype)
-                    QKV[r, c * Dh + d + half] = T.cast(x1 * Cos[p, d] + x0 * Sin[p, d], dtype)
+                if bx * bm + i < M:
+                    rotate(QKV, Cos, Sin, bx * bm + i, e, (bx * bm + i) % L)
 
     return rope
 
 
+def _rope_kernel(H, Dh, bm=32, threads=128, dtype="bfloat16", *, cpu=False):
+    """Rotate the q and k columns of ``QKV[M, 3*H*Dh]`` in place; kernel args ``(QKV, Cos, Sin)``.
+
+    ``Cos``/``Sin`` are fp32 ``[L, Dh/2]``; row r uses position ``r % L`` (rows are batch x L).
+    Column layout (q|k|v)(head)(dim); v is never touched.  Math in fp32.
+    """
+    return _rope_prim(H, Dh, bm, threads, dtype, cpu, positions=False)
+
+
+def _rope_positions_kernel(H, Dh, bm=32, threads=128, dtype="bfloat16", *, cpu=False):
+    """As ``rope_kernel`` with explicit positions; kernel args ``(QKV, Cos, Sin, Pos[M] int32)``.
+
+    For packed rows (the real tokens of a batch, one sequence after another): row r uses ``Pos[r]``.
+    """
+    return _rope_prim(H, Dh, bm, threads, dtype, cpu, positions=True)
+
+
 rope_kernel = _kernel_factory(_rope_kernel)
+rope_positions_kernel = _kernel_factory(_rope_positions_kernel)
 
 
 # ----------------------------------------------------------------------------------------------
 # 5. Flash-style bidirectional attention on the packed QKV buffer
+
+
+def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen):
+    """The attention kernels' PrimFunc: one flash-style body (``attend``), two memory layouts.
+
+    dense:  ``QKV[B, L, 3, H, Dh]``, ``Lens[B]``, ``O[B, L, H*Dh]``; every row < L of O is written
+            (padding queries get zeros, so padding stays finite for the next layer).
+    varlen: ``QKV[T, 3, H, Dh]`` packed rows, ``Starts[B]``, ``Lens[B]``, ``O[T, H*Dh]``; sequence b is
+            rows ``Starts[b] .. Starts[b] + Lens[b] - 1``, ``L`` (static) bounds every length; rows that
+            belong to no sequence are neither read as keys nor written.
+    """
+    _check_dtype(dtype, cpu)
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+    import tilelang.language as T
+
+    S = _Spec(cpu)
+    Bs = T.dynamic("b") if B is None else B
+    Ls = T.dynamic("l") if L is None else L
+    scale = (Dh**-0.5) * LOG2E  # softmax in base 2: exp(x) = exp2(x * log2 e)
+    # Each warp owns whole rows of both GEMMs, so the score tile's accumulator layout is the layout
+    # the P @ V GEMM wants for its A operand and the softmax needs no cross-warp exchange (with the
+    # default policy, bm=128/256 threads fails layout inference: "conflict between s and p").
+    FULL_ROW = T.GemmWarpPolicy.FullRow
+
+    @T.macro
+    def attend(QKV, O, base, n, q0, by, store_limit):
+        """Queries q0 .. q0+bm-1 of the sequence at flat rows base .. base+n-1, head `by`."""
+        Q_s = S.tile((bm, Dh), dtype)
+        K_s = S.tile((bn, Dh), dtype)
+        V_s = S.tile((bn, Dh), dtype)
+        s = S.acc((bm, bn), ACCUM)
+        p = S.acc((bm, bn), dtype)  # probabilities in the GEMM input type (fp32 on the CPU)
+        o = S.acc((bm, Dh), ACCUM)
+        m = S.acc((bm,), ACCUM)
+        m_prev = S.acc((bm,), ACCUM)
+        rescale = S.acc((bm,), ACCUM)
+        l_blk = S.acc((bm,), ACCUM)
+        l_sum = S.acc((bm,), ACCUM)
+
+        # Key blocks that can hold a visible key: [0, ceil(n/bn)), narrowed to the window band; none
+        # when the whole query block lies past the sequence end.
+        lo = T.max(q0 - window, 0) // bn if window > 0 else 0
+        hi = T.min(T.ceildiv(n, bn), T.ceildiv(q0 + bm + window, bn)) if window > 0 else T.ceildiv(n, bn)
+        hi = T.if_then_else(q0 < n, hi, lo)
+
+        T.copy(QKV[base + q0 : base + q0 + bm, 0, by, :], Q_s)
+        T.clear(o)
+        T.clear(l_sum)
+        T.fill(m, -T.infinity(ACCUM))
+        for kb in T.Pipelined(lo, T.max(hi, lo), num_stages=stages):
+            T.copy(QKV[base + kb * bn : base + kb * bn + bn, 1, by, :], K_s)
+            T.copy(QKV[base + kb * bn : base + kb * bn + bn, 2, by, :], V_s)
+            T.clear(s)
+            T.gemm(Q_s, K_s, s, transpose_B=True, policy=FULL_ROW)
+            # Only blocks that straddle the sequence end or the band edge pay for the mask;
+            # the test is uniform over the block, so it does not diverge.
+            k0 = kb * bn
+            if window > 0:
+                interior = (k0 + bn <= n) and (q0 + bm - 1 - k0 <= window) and (k0 + bn - 1 - q0 <= window)
+            else:
+                interior = k0 + bn <= n
+            if interior:
+                for i, j in S.par(bm, bn):
+                    s[i, j] = s[i, j] * scale
+            else:
+                for i, j in S.par(bm, bn):
+                    k = k0 + j
+                    if window > 0:
+                        visible = (k < n) and (q0 + i - k <= window) and (k - q0 - i <= window)
+                    else:
+                        visible = k < n
+                    s[i, j] = s[i, j] * scale + T.if_then_else(visible, T.cast(0, ACCUM), T.cast(MASK_NEG, ACCUM))
+            for i in S.par(bm):
+                m_prev[i] = m[i]
+            S.row_max(s, m, bm, bn)
+            for i in S.par(bm):
+                rescale[i] = T.exp2(m_prev[i] - m[i])
+            for i, j in S.par(bm, bn):
+                s[i, j] = T.exp2(s[i, j] - m[i])
+            S.row_sum(s, l_blk, bm, bn)
+            for i in S.par(bm):
+                l_sum[i] = l_sum[i] * rescale[i] + l_blk[i]
+            for i, j in S.par(bm, Dh):
+                o[i, j] = o[i, j] * rescale[i]
+            for i, j in S.par(bm, bn):
+                p[i, j] = T.cast(s[i, j], dtype)
+            T.gemm(p, V_s, o, policy=FULL_ROW)
+        # l_sum == 0 only when no key block was visited (empty sequence, padding query): zeros.
+        for i, j in S.par(bm, Dh):
+            if q0 + i < store_limit:
+                O[base + q0 + i, by * Dh + j] = T.cast(o[i, j] / T.max(l_sum[i], 1e-30), dtype)
+
+    if varlen:
+        Ts = T.dynamic("t")
+
+        @T.prim_func
+        def attn_varlen(
+            QKV: T.Tensor((Ts, 3, H, Dh), dtype),
+            Starts: T.Tensor((Bs,), "int32"),
+            Lens: T.Tensor((Bs,), "int32"),
+            O: T.Tensor((Ts, H * Dh), dtype),
+        ):
+            with T.Kernel(T.ceildiv(Ls, bm), H, Bs, threads=threads) as (bx, by, bz):
+                n = T.min(Lens[bz], Ls)
+                attend(QKV, O, Starts[bz], n, bx * bm, by, n)
+
+        return attn_varlen
+
+    @T.prim_func
+    def attn(
+        QKV: T.Tensor((Bs, Ls, 3, H, Dh), dtype),
+        Lens: T.Tensor((Bs,), "int32"),
+        O: T.Tensor((Bs, Ls, H * Dh), dtype),
+    ):
+        with T.Kernel(T.ceildiv(Ls, bm), H, Bs, threads=threads) as (bx, by, bz):
+            # One flat row axis (b * L + position): the body indexes dense and packed rows alike.
+            attend(T.reshape(QKV, (Bs * Ls, 3, H, Dh)), T.reshape(O, (Bs * Ls, H * Dh)), bz * Ls,
+                   T.min(Lens[bz], Ls), bx * bm, by, Ls)
+
+    return attn
 
 
 def _attn_kernel(
@@ -518,93 +675,31 @@ def _attn_kernel(
     ``sliding_window = local_attention // 2``).  ``B``/``L`` may be None: runtime symbols, one
     compile for every shape.  No score or mask tensor ever exists outside one (bm, bn) tile.
     """
-    _check_dtype(dtype, cpu)
-    if window < 0:
-        raise ValueError(f"window must be >= 0, got {window}")
-    import tilelang.language as T
+    return _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen=False)
 
-    S = _Spec(cpu)
-    Bs = T.dynamic("b") if B is None else B
-    Ls = T.dynamic("l") if L is None else L
-    scale = (Dh**-0.5) * LOG2E  # softmax in base 2: exp(x) = exp2(x * log2 e)
-    # Each warp owns whole rows of both GEMMs, so the score tile's accumulator layout is the layout
-    # the P @ V GEMM wants for its A operand and the softmax needs no cross-warp exchange (with the
-    # default policy, bm=128/256 threads fails layout inference: "conflict between s and p").
-    FULL_ROW = T.GemmWarpPolicy.FullRow
 
-    @T.prim_func
-    def attn(
-        QKV: T.Tensor((Bs, Ls, 3, H, Dh), dtype),
-        Lens: T.Tensor((Bs,), "int32"),
-        O: T.Tensor((Bs, Ls, H * Dh), dtype),
-    ):
-        with T.Kernel(T.ceildiv(Ls, bm), H, Bs, threads=threads) as (bx, by, bz):
-            Q_s = S.tile((bm, Dh), dtype)
-            K_s = S.tile((bn, Dh), dtype)
-            V_s = S.tile((bn, Dh), dtype)
-            s = S.acc((bm, bn), ACCUM)
-            p = S.acc((bm, bn), dtype)  # probabilities in the GEMM input type (fp32 on the CPU)
-            o = S.acc((bm, Dh), ACCUM)
-            m = S.acc((bm,), ACCUM)
-            m_prev = S.acc((bm,), ACCUM)
-            rescale = S.acc((bm,), ACCUM)
-            l_blk = S.acc((bm,), ACCUM)
-            l_sum = S.acc((bm,), ACCUM)
+def _attn_varlen_kernel(
+    L,
+    H,
+    Dh,
+    window=0,
+    bm=64,
+    bn=64,
+    stages=1,
+    threads=128,
+    dtype="bfloat16",
+    *,
+    cpu=False,
+):
+    """Attention over packed rows ``QKV[T, 3, H, Dh]``; kernel args ``(QKV, Starts[B], Lens[B], O[T, H*Dh])``.
 
-            n = T.min(Lens[bz], Ls)
-            q0 = bx * bm
-            # Key blocks that can hold a visible key: [0, ceil(n/bn)), narrowed to the window band.
-            lo = T.max(q0 - window, 0) // bn if window > 0 else 0
-            hi = T.min(T.ceildiv(n, bn), T.ceildiv(q0 + bm + window, bn)) if window > 0 else T.ceildiv(n, bn)
-
-            T.copy(QKV[bz, q0 : q0 + bm, 0, by, :], Q_s)
-            T.clear(o)
-            T.clear(l_sum)
-            T.fill(m, -T.infinity(ACCUM))
-            for kb in T.Pipelined(lo, T.max(hi, lo), num_stages=stages):
-                T.copy(QKV[bz, kb * bn : kb * bn + bn, 1, by, :], K_s)
-                T.copy(QKV[bz, kb * bn : kb * bn + bn, 2, by, :], V_s)
-                T.clear(s)
-                T.gemm(Q_s, K_s, s, transpose_B=True, policy=FULL_ROW)
-                # Only blocks that straddle the sequence end or the band edge pay for the mask;
-                # the test is uniform over the block, so it does not diverge.
-                k0 = kb * bn
-                if window > 0:
-                    interior = (k0 + bn <= n) and (q0 + bm - 1 - k0 <= window) and (k0 + bn - 1 - q0 <= window)
-                else:
-                    interior = k0 + bn <= n
-                if interior:
-                    for i, j in S.par(bm, bn):
-                        s[i, j] = s[i, j] * scale
-                else:
-                    for i, j in S.par(bm, bn):
-                        k = k0 + j
-                        if window > 0:
-                            visible = (k < n) and (q0 + i - k <= window) and (k - q0 - i <= window)
-                        else:
-                            visible = k < n
-                        s[i, j] = s[i, j] * scale + T.if_then_else(visible, T.cast(0, ACCUM), T.cast(MASK_NEG, ACCUM))
-                for i in S.par(bm):
-                    m_prev[i] = m[i]
-                S.row_max(s, m, bm, bn)
-                for i in S.par(bm):
-                    rescale[i] = T.exp2(m_prev[i] - m[i])
-                for i, j in S.par(bm, bn):
-                    s[i, j] = T.exp2(s[i, j] - m[i])
-                S.row_sum(s, l_blk, bm, bn)
-                for i in S.par(bm):
-                    l_sum[i] = l_sum[i] * rescale[i] + l_blk[i]
-                for i, j in S.par(bm, Dh):
-                    o[i, j] = o[i, j] * rescale[i]
-                for i, j in S.par(bm, bn):
-                    p[i, j] = T.cast(s[i, j], dtype)
-                T.gemm(p, V_s, o, policy=FULL_ROW)
-            # l_sum == 0 only when no key block was visited (empty sequence): output zeros.
-            for i, j in S.par(bm, Dh):
-                if q0 + i < Ls:
-                    O[bz, q0 + i, by * Dh + j] = T.cast(o[i, j] / T.max(l_sum[i], 1e-30), dtype)
-
-    return attn
+    Sequence b owns rows ``Starts[b] .. Starts[b] + Lens[b] - 1`` (int32); ``L`` is the longest
+    sequence the kernel serves (its grid), ``B`` and ``T`` are runtime symbols.  Visibility as
+    ``attn_kernel``.  Rows outside every sequence must hold finite values (they may be read, then
+    masked); they are not written.
+    """
+    return _attn_prim(None, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen=True)
 
 
 attn_kernel = _kernel_factory(_attn_kernel)
+attn_varlen_kernel = _kernel_factory(_attn_varlen_kernel)

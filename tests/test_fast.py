@@ -57,6 +57,8 @@ def _precompile():
             shape = (None, None) if dyn else (ATTN_B, L)
             reqs.append((K.attn_kernel, (*shape, ATTN_H, ATTN_DH), dict(window=w, dtype=dt)))
         reqs.append((K.attn_kernel, (None, None, 2, 64), dict(window=0, dtype=dt)))
+        reqs.append((K.rope_positions_kernel, (12, 64), dict(dtype=dt)))
+        reqs += [(K.attn_varlen_kernel, (512, ATTN_H, ATTN_DH), dict(window=w, dtype=dt)) for w in (0, 64)]
     try:
         K.compile_many(reqs)
     except Exception as e:  # the tests then compile lazily, one by one
@@ -171,6 +173,37 @@ def test_attention_empty_sequence(dt):
     K.attn_kernel(None, None, H, Dh, window=0, dtype=TL[dt])(qkv, lens, O)
     assert torch.count_nonzero(O[0]) == 0
     assert torch.isfinite(O).all()
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("window", [0, 64])
+def test_attention_varlen_matches_dense(dt, window):
+    """Packed rows (plus dummy rows of no sequence) against SDPA on the dense layout of the same batch."""
+    B, L, H, Dh = 4, 300, ATTN_H, ATTN_DH
+    lens = torch.tensor([300, 77, 1, 190], dtype=torch.int32, device=DEV)
+    qkv = rnd(B, L, 3, H, Dh, seed=13, dtype=dt)
+    packed = torch.cat([qkv[b, :n] for b, n in enumerate(lens.tolist())] + [rnd(5, 3, H, Dh, seed=14, dtype=dt)])
+    starts = torch.cumsum(lens, 0, dtype=torch.int32) - lens
+    O = torch.full((packed.shape[0], H * Dh), float("nan"), dtype=dt, device=DEV)
+    K.attn_varlen_kernel(512, H, Dh, window=window, dtype=TL[dt])(packed.contiguous(), starts, lens, O)
+    ref = sdpa_ref(qkv, lens, window)
+    for b, (start, n) in enumerate(zip(starts.tolist(), lens.tolist())):
+        assert err(O[start : start + n], ref[b, :n]) < TOL_ATTN
+    assert torch.isnan(O[-5:]).all()  # rows of no sequence are left alone
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+def test_rope_positions_matches_wrapped(dt):
+    M, L, H, Dh = 200, 80, 12, 64
+    qkv = rnd(M, 3 * H * Dh, seed=15, dtype=dt)
+    ang = torch.arange(L, device=DEV)[:, None] * (10000.0 ** (-torch.arange(Dh // 2, device=DEV) / (Dh // 2)))[None]
+    cos, sin = ang.cos().float().contiguous(), ang.sin().float().contiguous()
+    expected = qkv.clone()
+    K.rope_kernel(H, Dh, dtype=TL[dt])(expected, cos, sin)
+    order = torch.randperm(M, device=DEV)
+    shuffled = qkv[order].contiguous()
+    K.rope_positions_kernel(H, Dh, dtype=TL[dt])(shuffled, cos, sin, (order % L).to(torch.int32))
+    assert torch.equal(shuffled, expected[order])
 
 
 def test_gpu_rejects_fp32():

@@ -202,6 +202,43 @@ def test_attn_cpu(window, dynamic):
         assert valid_rows_err(O2, ref_attn(qkv2, lens2, window), lens2) < TOL
 
 
+def packed_from_dense(qkv, lens):
+    """The real rows of a dense [B, L, ...] batch, one sequence after another, plus two trailing rows
+    that belong to no sequence (a bucketed batch's dummies); and each sequence's first row."""
+    rows = [qkv[b, : int(n)] for b, n in enumerate(lens.tolist())]
+    dummies = gen(9)(2, *qkv.shape[2:])
+    starts = torch.tensor([0] + [int(n) for n in lens.tolist()[:-1]], dtype=torch.int32).cumsum(0, dtype=torch.int32)
+    return torch.cat(rows + [dummies]).contiguous(), starts
+
+
+@pytest.mark.parametrize("window", [0, 17])
+def test_attn_varlen_cpu_matches_dense_reference(window):
+    qkv, lens = attn_inputs(lens=[80, 39, 0])
+    packed, starts = packed_from_dense(qkv, lens)
+    kern = K.compile_cpu(K.attn_varlen_kernel, AL, AH, ADh, window=window)
+    O = torch.full((packed.shape[0], AH * ADh), float("nan"))
+    kern(packed, starts, lens, O)
+    ref = ref_attn(qkv, lens, window)
+    offset = 0
+    for b, n in enumerate(lens.tolist()):
+        if n:
+            assert maxerr(O[offset : offset + n], ref[b, :n]) < TOL
+        offset += n
+    assert torch.isnan(O[offset:]).all()  # rows of no sequence are not written
+
+
+def test_rope_positions_cpu_matches_wrapped_rope():
+    qkv, cos, sin = rope_inputs()
+    expected = qkv.clone()
+    K.compile_cpu(K.rope_kernel, RH, RDh)(expected, cos, sin)
+    # Explicit positions r % L reproduce the implicit ones; a permutation of rows keeps its positions.
+    order = torch.randperm(RM, generator=torch.Generator().manual_seed(3))
+    shuffled = qkv[order].contiguous()
+    positions = (order % RL).to(torch.int32)
+    K.compile_cpu(K.rope_positions_kernel, RH, RDh)(shuffled, cos, sin, positions)
+    assert maxerr(shuffled, expected[order]) < TOL_ROPE
+
+
 def test_gpu_factories_reject_fp32():
     with pytest.raises(ValueError, match="dtype"):
         K.attn_kernel(2, 64, 2, 32, dtype="float32")
