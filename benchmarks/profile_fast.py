@@ -5,7 +5,8 @@
 For a 1 x 128-token request and a ragged 64 x 5 batch (as bench_latency's cases a128 and d) it prints
 the CUDA kernels of one forward grouped by name (torch.profiler), the GPU time of the graph replay
 alone (CUDA events), and the host time of each stage of `FastLaya.__call__`.  With --variants it
-rebuilds the fast path with other small-M tiles and times the 1 x 128 forward for each.
+rebuilds the fast path with other small-M tiles and times the 1 x 128 forward for each.  The ragged
+batch also runs with packing off, to measure what packing gains.
 """
 
 from __future__ import annotations
@@ -132,6 +133,15 @@ def main() -> int:
             print(f"{r['kernel']:70} {r['calls_per_forward']:6.0f} {r['us_per_forward']:9.1f} "
                   f"{100 * r['us_per_forward'] / total:5.1f}%")
         print(f"{'all kernels':70} {'':6} {total:9.1f}")
+    # The packing gain on the ragged batch: the same request with packing off (every row padded).
+    fast_module.PACK_RATIO = float("inf")
+    dense = stage_times(fast, cases["d"][0], 5)
+    fast_module.PACK_RATIO = 1.15
+    packed = report["cases"]["d"]["stages"]
+    report["d_dense_vs_packed"] = {"dense": dense, "packed": packed,
+                                   "speedup": dense["call_ms"] / packed["call_ms"]}
+    print(f"ragged d: dense {dense['call_ms']:.1f} ms, packed {packed['call_ms']:.1f} ms: packing "
+          f"{dense['call_ms'] / packed['call_ms']:.2f}x")
     if args.variants:
         tensors = cases["a128"][0]
         for label, (gemm, geglu) in SMALL_VARIANTS.items():
