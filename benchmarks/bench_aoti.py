@@ -17,6 +17,15 @@ Per shape and backend: the first call, then `warmup` calls, then `repeats` timed
   forward  agent._infer on the already collated batch (host->device, forward, device->host, act softmax)
 and the answers' agreement with eager (decisions, largest probability difference; answers are
 rounded to 4 decimals). Ratios: eager/aoti and compile/aoti medians (> 1 means aoti is faster).
+
+The H200 run (about 8 minutes, no network; the tokenizer comes from the demo checkpoint):
+    W=/tmp/laya-aoti; LAYA_WORDPIECE_DIR=$PWD/laya/demo_checkpoint/tokenizer \
+        python3 scripts/make_checkpoint.py $W/base --shape base --seed 0
+    TORCHINDUCTOR_CACHE_DIR=$W/ind-aoti timeout 330 python3 scripts/check_aoti.py --model $W/base \
+        --device cuda --output-dir $W/check --max-rows 32 --no-compiled-baselines
+    TORCHINDUCTOR_CACHE_DIR=$W/ind-compile LAYA_INDUCTOR_CACHE_DIR=$W/ind-compile python3 \
+        benchmarks/bench_aoti.py --model $W/base --package $W/check/decision.pt2 --device cuda
+(--max-rows 32: 4x160x5 is 20 rows, one package call; separate Inductor caches keep compile cold.)
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import argparse
 import datetime
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -186,6 +196,11 @@ def gpu_facts() -> dict:
     return facts
 
 
+def stopped(signum, _frame):
+    """SIGTERM (e.g. from `timeout`) becomes an ordinary exception: the run records it and writes its JSON."""
+    raise RuntimeError(f"stopped by signal {signum} (a time limit?) before this step finished")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="laya checkpoint directory (the package's source)")
@@ -197,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--out", default=None, help="JSON path (default benchmarks/results/aoti_<gpu>_<date>.json)")
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, stopped)  # `timeout`: still write what was measured
     names = [n.strip() for n in args.backends.split(",") if n.strip()]
     shapes = parse_shapes(args.shapes)
 

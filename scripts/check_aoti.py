@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -354,6 +355,11 @@ def latency(args, device, dtype, fp32_model, explicit, runner, inputs) -> dict:
     return table
 
 
+def stopped(signum, _frame):
+    """SIGTERM (e.g. from `timeout`) becomes an ordinary exception: the run records it and writes its JSON."""
+    raise RuntimeError(f"stopped by signal {signum} (a time limit?) before this step finished")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", help="where decision.pt2, results.json, inputs.pt, eager.pt go")
@@ -373,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-markers", type=int, default=8, help="most marker slots (options) per row")
     parser.add_argument("--load-only", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, stopped)  # `timeout`: still write what was measured
     if args.load_only:
         return load_only(args.load_only)
     if not args.output_dir:
