@@ -196,7 +196,8 @@ def build_package(model: torch.nn.Module, path: str, ranges: Ranges | None = Non
     del explicit
     started = time.perf_counter()
     compile_package(program, path, info)
-    return {**info, "path": os.path.abspath(path), "export_s": export_s,
+    return {**info, "path": os.path.abspath(path), "example_shape": [example[0].shape[0], example[0].shape[1],
+                                                                     example[2].shape[1]], "export_s": export_s,
             "package_s": time.perf_counter() - started, "package_bytes": os.path.getsize(path)}
 
 
