@@ -46,7 +46,10 @@ GPU_TILES = {
              "large": dict(bm=128, bn=256, bk=64, stages=3, threads=256)},
     "geglu": {"small": dict(bm=64, bn=32, bk=128, stages=2, threads=128),
               "large": dict(bm=128, bn=128, bk=64, stages=3, threads=256)},
-    "rope": dict(bm=4, threads=128),
+    # Row-wise kernels: one row per block for few rows (latency: more blocks, fewer serial steps per
+    # thread); the measured large-M optimum otherwise (rope bm=4/128 threads, add_ln the defaults).
+    "rope": {"small": dict(bm=1, threads=128), "large": dict(bm=4, threads=128)},
+    "add_ln": {"small": dict(bm=1, threads=128), "large": dict(bm=4, threads=32)},
     "attn_full": dict(bm=128, bn=128, stages=2, threads=256),
     "attn_window": dict(bm=128, bn=64, stages=2, threads=256),
 }
@@ -206,18 +209,19 @@ class FastLaya:
                 requests[(name, size)] = (K.gemm_kernel, (n, k), dict(bias=bias, act=act, dtype=dt,
                                                                         **tiles("gemm", size)))
             requests[("up", size)] = (K.gemm_geglu_kernel, (f, d), dict(dtype=dt, **tiles("geglu", size)))
-        requests["add_ln"] = (K.add_ln_kernel, (d,), dict(residual=True, bias=norm_bias, eps=ln_eps, dtype=dt))
-        requests["h_ln"] = (K.add_ln_kernel, (d,), dict(residual=False, bias=True, eps=head_eps, dtype=dt))
-        requests["h_add_ln"] = (K.add_ln_kernel, (d,), dict(residual=True, bias=True, eps=head_eps, dtype=dt))
-        requests["rope"] = (K.rope_kernel, (self.heads, self.dh), dict(dtype=dt, **tiles("rope")))
+            for name, residual, bias, eps in (("add_ln", True, norm_bias, ln_eps), ("h_ln", False, True, head_eps),
+                                              ("h_add_ln", True, True, head_eps)):
+                requests[(name, size)] = (K.add_ln_kernel, (d,), dict(residual=residual, bias=bias, eps=eps,
+                                                                      dtype=dt, **tiles("add_ln", size)))
+            for name, factory in (("rope", K.rope_kernel), ("rope_at", K.rope_positions_kernel)):
+                requests[(name, size)] = (factory, (self.heads, self.dh), dict(dtype=dt, **tiles("rope", size)))
         for window in sorted({layer["window"] for layer in self.layers}):
             requests[("attn", window)] = (K.attn_kernel, (None, None, self.heads, self.dh),
                                           dict(window=window, dtype=dt,
                                                **tiles("attn_window" if window else "attn_full")))
         requests["h_attn"] = (K.attn_kernel, (None, None, self.head_heads, HEAD_DH),
                               dict(window=0, dtype=dt, **tiles("attn_full")))
-        # Packed plans: RoPE by explicit position, attention over sequences found by (start, length).
-        requests["rope_at"] = (K.rope_positions_kernel, (self.heads, self.dh), dict(dtype=dt, **tiles("rope")))
+        # Packed plans: attention over sequences found by (start, length).
         for window in sorted({layer["window"] for layer in self.layers}):
             requests[("attn_varlen", window)] = (K.attn_varlen_kernel, (self.max_len, self.heads, self.dh),
                                                  dict(window=window, dtype=dt,
@@ -366,21 +370,21 @@ class FastLaya:
         for layer in self.layers:
             qkv = self._gemm(k[("qkv", size)], y, layer["qkv"])
             cos, sin = self.rope[layer["kind"]]
-            o = self._attend(plan, slot, qkv, attn_out, layer["window"], self.heads, self.dh,
+            o = self._attend(plan, slot, qkv, attn_out, layer["window"], self.heads, self.dh, size,
                              (cos[:plan.length], sin[:plan.length]) if not plan.packed else (cos, sin))
             r = self._gemm(k[("o", size)], o, layer["o"])
-            y = self._add_ln(k["add_ln"], x, r, layer["mlp_norm"])
+            y = self._add_ln(k[("add_ln", size)], x, r, layer["mlp_norm"])
             g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
             k[("up", size)](y, layer["up"].w, g)
             r = self._gemm(k[("down", size)], g, layer["down"])
-            y = self._add_ln(k["add_ln"], x, r, layer["next_norm"])
+            y = self._add_ln(k[("add_ln", size)], x, r, layer["next_norm"])
         x = y.float() + self.type_emb[slot.types]
         for layer in self.head:
-            y = self._add_ln(k["h_ln"], x, None, layer["norm1"])
+            y = self._add_ln(k[("h_ln", size)], x, None, layer["norm1"])
             qkv = self._gemm(k[("h_qkv", size)], y, layer["qkv"])
-            o = self._attend(plan, slot, qkv, attn_out, None, self.head_heads, HEAD_DH, None)
+            o = self._attend(plan, slot, qkv, attn_out, None, self.head_heads, HEAD_DH, size, None)
             r = self._gemm(k[("h_o", size)], o, layer["o"])
-            y = self._add_ln(k["h_add_ln"], x, r, layer["norm2"])
+            y = self._add_ln(k[("h_add_ln", size)], x, r, layer["norm2"])
             f1 = self._gemm(k[("h_ffn1", size)], y, layer["ffn1"])
             x.add_(self._gemm(k[("h_ffn2", size)], f1, layer["ffn2"]))
         return x
@@ -397,17 +401,17 @@ class FastLaya:
         return y
 
     def _attend(self, plan: Plan, slot: _Slot, qkv: torch.Tensor, attn_out, window: int | None, heads: int,
-                dh: int, rope) -> torch.Tensor:
+                dh: int, size: str, rope) -> torch.Tensor:
         """RoPE (encoder layers) and attention for one layer; window None = the decision head's."""
         b, width, k = plan.rows, plan.length, self.k
         if plan.packed:
             if rope is not None:
-                k["rope_at"](qkv, *rope, slot.positions)
+                k[("rope_at", size)](qkv, *rope, slot.positions)
             kernel = k["h_attn_varlen"] if window is None else k[("attn_varlen", window)]
             kernel(qkv.view(-1, 3, heads, dh), slot.starts, slot.lens, attn_out)
             return attn_out
         if rope is not None:
-            k["rope"](qkv, *rope)
+            k[("rope", size)](qkv, *rope)
         out = torch.empty(b * width, heads * dh, dtype=self.dtype, device=self.device)
         kernel = k["h_attn"] if window is None else k[("attn", window)]
         kernel(qkv.view(b, width, 3, heads, dh), slot.lens, out.view(b, width, heads * dh))
