@@ -184,7 +184,9 @@ class AOTIBackend(Backend):
         low, high = self.ranges.rows
         pad_id = self.agent.tok.pad_token_id
         logits_parts, act_parts = [], []
-        with self._lock:
+        # The package has its weights' dtype compiled in; the agent's autocast scope must not reach the
+        # aten fallbacks it calls (seen harmless on the CPU, not checked for every CUDA fallback).
+        with self._lock, torch.autocast(self.agent.device.type, enabled=False):
             for start in range(0, n, high):
                 part = tuple(t[start:start + high] for t in tensors)
                 size = part[0].shape[0]
