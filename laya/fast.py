@@ -38,6 +38,11 @@ from .model import decide, head_heads
 HEAD_DH = 64  # the decision head partitions d into 64-wide heads (model.head_heads)
 SMALL_M = 2048  # token rows up to here use small GEMM tiles: more thread blocks for few rows
 PACK_RATIO = 1.15  # pack when the dense layout would compute 15% more rows than the real tokens
+# CUDA graphs pay off where launch gaps matter (few tokens).  Beyond this the forward is compute-bound
+# (4k tokens: ~8 ms of kernels against ~1 ms of launches, which overlap them), and under dynamic
+# batching big plans are many and rarely repeat, so capturing each (three forwards) would cost more
+# than it saves; they run eagerly instead.
+GRAPH_MAX_TOKENS = 4096
 # Tiles measured on the H200: large-M GEMMs reach ~86% of cuBLAS with these (kernels_h200.json); for
 # small M, narrower column blocks give more thread blocks (profile_fast_h200_2026-11-29.json: a
 # 1 x 128 forward 1.80 ms with 64x32 tiles against 2.02 ms with 64x64).
@@ -70,7 +75,7 @@ class Plan:
 
     packed: bool
     rows: int  # B: batch rows, a power of two
-    length: int  # L: padded tokens per row
+    length: int  # L: padded tokens per row (dense; 0 for packed plans)
     tokens: int  # M: token rows through the GEMMs (B * L dense, bucketed real count packed)
 
 
@@ -267,7 +272,7 @@ class FastLaya:
         if lens is not None:
             real = bucket_packed(int(lens.sum()))
             if b * width > PACK_RATIO * real:
-                return Plan(True, b, width, real)
+                return Plan(True, b, 0, real)  # packed rows need no padded length: one plan per (B, M)
         return Plan(False, b, width, b * width)
 
     def _slot(self, plan: Plan) -> _Slot:
@@ -333,7 +338,7 @@ class FastLaya:
         return torch.from_numpy(offsets).to(self.device)
 
     def _run(self, plan: Plan, slot: _Slot) -> torch.Tensor:
-        if not self.use_graphs:
+        if not self.use_graphs or plan.tokens > GRAPH_MAX_TOKENS:
             return self._body(plan, slot)
         if slot.graph is None:
             self._capture(plan, slot)

@@ -94,6 +94,24 @@ def test_graph_replay_equals_a_plain_run(tiny_checkpoint, fused):
         assert torch.equal(a, b)
 
 
+def test_big_plans_run_without_a_graph(fused):
+    """A packed batch above GRAPH_MAX_TOKENS runs eagerly (no capture) and equals a graph-free build."""
+    states = [("word " * (120 + 7 * i)) for i in range(40)]  # ~40 rows x 3 questions, > 4096 real tokens
+    qs = check_questions(QUESTIONS)
+    rows = [r for s in states for r in fused._rows(s, False, qs, 256, 96)[1]]
+    tensors = [t.cuda() for t in collate(rows, fused.tok.pad_token_id).tensors()]
+    lens = tensors[1].sum(1).cpu().numpy()
+    assert fused._fast.plan(len(rows), tensors[0].shape[1], lens).tokens > fast_module.GRAPH_MAX_TOKENS
+    plain = FastLaya(fused.model, max_len=256, use_graphs=False, dtype=torch.bfloat16,
+                     pad_id=fused.tok.pad_token_id)
+    before = fused._fast.captures
+    with torch.no_grad():
+        ours, reference = fused._fast(*tensors), plain(*tensors)
+    assert fused._fast.captures == before
+    for a, b in zip(ours, reference):
+        assert torch.equal(a, b)
+
+
 def test_packed_and_dense_layouts_agree(fused, monkeypatch):
     states = ["a " * 5, "word " * 180, "x y " * 30, "long text here " * 40]
     packed = logits_of(fused, states)
