@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import laya
+from _compare import assert_same
 from laya.device import Precision
 
 QUESTIONS = {
@@ -19,23 +20,6 @@ QUESTIONS = {
 STATES = ["I want my money back for order 1234.", {"message": "The app crashes on login", "tier": "gold"},
           ["hello", "please cancel my plan"], "ok " * 400, "Short.", "The invoice total is wrong again!",
           {"ticket": 7, "body": "Refund please, this is the third time I ask."}, "Thanks, all good now."]
-
-
-def assert_same(a, b, tol=1.01e-4):
-    """Same keys, labels and types everywhere; floats equal up to one unit of the 4th decimal (rounding
-    of values that differ by float noise between padded and unpadded batches may land either side)."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and list(a) == list(b)
-        for key in a:
-            assert_same(a[key], b[key], tol)
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b)
-        for x, y in zip(a, b):
-            assert_same(x, y, tol)
-    elif isinstance(a, float):
-        assert isinstance(b, float) and abs(a - b) <= tol, (a, b)
-    else:
-        assert a == b
 
 
 def test_result_shape_and_usage(agent):

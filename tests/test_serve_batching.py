@@ -14,6 +14,7 @@ import pytest
 pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
+from _compare import assert_same  # noqa: E402
 from laya.router import Router  # noqa: E402
 from laya.serve import ServeConfig, create_app  # noqa: E402
 from laya.serve.batcher import Batcher, Item  # noqa: E402
@@ -55,23 +56,6 @@ async def fire(app, bodies: list[dict], clients: int) -> list[httpx.Response]:
                 out[i] = await c.post("/v1/systemone", json=bodies[i])
         await asyncio.gather(*(client(k) for k in range(clients)))
     return out
-
-
-def assert_same(a, b, tol=1.01e-4):
-    """Same keys (in order), labels, types and texts; floats equal up to one unit of the 4th decimal: a padded
-    batch reorders fp32 sums, so a value near a rounding boundary may land either side (as in test_agent)."""
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and list(a) == list(b)
-        for key in a:
-            assert_same(a[key], b[key], tol)
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b)
-        for x, y in zip(a, b):
-            assert_same(x, y, tol)
-    elif isinstance(a, float) and not isinstance(b, bool):
-        assert isinstance(b, (int, float)) and abs(a - b) <= tol, (a, b)
-    else:
-        assert a == b
 
 
 def without_jev(result: dict) -> dict:
