@@ -43,15 +43,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts"), os.path.join(ROOT, "benchmarks")]
 
-QUESTION_POOL = {
-    "intent": {"type": "choice", "instructions": "What does the customer want?",
-               "criteria": {"refund": "money back", "bug": "something broken", "billing": "invoice or charge",
-                            "cancel": "end the plan", "other": None}},
-    "anger": {"type": "score", "instructions": "How angry is the writer?", "criteria": ["calm", "annoyed", "furious"]},
-    "urgent": {"type": "noul", "instructions": "Does it need a reply today?"},
-    "refund": {"type": "noul", "instructions": "Is a refund requested?"},
-    "team": {"type": "choice", "instructions": "Which team should handle it?", "criteria": ["billing", "tech", "sales"]},
-}
+from _workload import TICKET_QUESTIONS, ticket_questions  # noqa: E402
+
 WORDS = ("refund order invoice charged twice login crash app password cancel plan support please today account "
          "billing error screen update broken slow help angry again week card payment failed subscription").split()
 DEFAULT_SHAPES = "2x128x3,1x256x3,4x160x5"
@@ -64,8 +57,8 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
         if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
             raise SystemExit(f"bad shape {item!r}: use STATESxTOKENSxQUESTIONS, e.g. 2x128x3")
         states, tokens, questions = map(int, parts)
-        if questions > len(QUESTION_POOL):
-            raise SystemExit(f"at most {len(QUESTION_POOL)} questions per shape, got {questions}")
+        if questions > len(TICKET_QUESTIONS):
+            raise SystemExit(f"at most {len(TICKET_QUESTIONS)} questions per shape, got {questions}")
         shapes.append((states, tokens, questions))
     return shapes
 
@@ -90,7 +83,7 @@ def build_case(agent, shape: tuple[int, int, int]) -> dict:
     from laya.sequence import collate, tokenizer_view
 
     n_states, tokens, n_questions = shape
-    questions = dict(list(QUESTION_POOL.items())[:n_questions])
+    questions = ticket_questions(n_questions)
     states = [state_text(agent.tok, i, tokens) for i in range(n_states)]
     qs = check_questions(questions)
     max_len = int(agent.cfg.get("max_len", 512))

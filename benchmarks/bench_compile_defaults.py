@@ -22,21 +22,12 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _workload import ticket_questions  # noqa: E402
+
 REQUESTS = ((1, 3), (4, 3), (8, 5), (1, 3), (16, 3), (4, 3))  # (states, questions) in call order
 BIG_ROWS = 32
-
-
-def questions(k: int) -> dict:
-    base = {
-        "intent": {"type": "choice", "instructions": "What does the customer want?",
-                   "criteria": {"refund": "money back", "bug": "something broken", "billing": "a charge",
-                                "cancel": "end the plan", "other": None}},
-        "anger": {"type": "score", "instructions": "How angry is the writer?", "criteria": ["calm", "annoyed", "furious"]},
-        "urgent": {"type": "noul", "instructions": "Does it need a reply today?"},
-        "refund": {"type": "noul", "instructions": "Is a refund requested?"},
-        "team": {"type": "choice", "instructions": "Which team?", "criteria": ["billing", "tech", "sales"]},
-    }
-    return dict(list(base.items())[:k])
 
 
 def ticket(i: int, words: int) -> str:
@@ -85,7 +76,7 @@ def measure(mode: str, checkpoint: str, max_len: int) -> dict:
                 states = [ticket(i, 40 + 11 * i) for i in range(n_states)]
                 torch.cuda.synchronize()
                 t = time.perf_counter()
-                result = agent.predict_batch(states, questions(k))
+                result = agent.predict_batch(states, ticket_questions(k))
                 torch.cuda.synchronize()
                 timings.append({"rep": rep, "states": n_states, "questions": k, "ms": (time.perf_counter() - t) * 1e3})
                 if rep == 0:
@@ -97,7 +88,7 @@ def measure(mode: str, checkpoint: str, max_len: int) -> dict:
 
     # 32 rows x max_len tokens: one state per row, each long enough to fill the row
     big = [ticket(i, 2 * max_len) for i in range(BIG_ROWS)]
-    q1 = questions(1)
+    q1 = ticket_questions(1)
     agent.predict_batch(big[:2], q1, max_len=max_len)  # compile/record at this width first
     agent.predict_batch(big, q1, max_len=max_len)
     torch.cuda.synchronize()

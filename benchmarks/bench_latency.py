@@ -71,33 +71,13 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from _env import bench_checkpoint, environment, package_version  # noqa: E402
+from _workload import TICKET_QUESTIONS, ticket_questions  # noqa: E402
 
 GOALS = {"a128_p50_ms": 1.5, "speedup_vs_eager": 8.0, "speedup_vs_compile": 2.0, "d_tokens_per_s": 600_000}
 CLEAR_MARGIN = 0.05  # reference top-two margin above which a changed top answer counts as a clear disagreement
 SEED = 1234
 
 # Ten questions of the three types, short heads (20-40 tokens), so a 72-token row still holds a state.
-QUESTIONS = {
-    "intent": {"type": "choice", "instructions": "What does the customer want?",
-               "criteria": {"refund": "money back", "bug": "something is broken",
-                            "billing": "a question about a charge", "other": None}},
-    "urgency": {"type": "score", "instructions": "How urgent is this ticket?",
-                "criteria": ["can wait", "this week", "today", "right now"]},
-    "refund": {"type": "noul", "instructions": "The customer asks for a refund."},
-    "sentiment": {"type": "choice", "instructions": "Overall tone of the message?",
-                  "criteria": ["positive", "neutral", "negative"]},
-    "team": {"type": "choice", "instructions": "Which team should handle it?",
-             "criteria": ["billing", "technical", "account", "shipping"]},
-    "escalate": {"type": "noul", "instructions": "A manager must step in.",
-                 "criteria": {"true": "escalate now", "false": "support can handle it"}},
-    "anger": {"type": "score", "instructions": "How angry is the writer?",
-              "criteria": ["calm", "annoyed", "angry", "furious"]},
-    "language": {"type": "choice", "instructions": "Which language is the message in?",
-                 "criteria": ["english", "german", "spanish", "other"]},
-    "churn": {"type": "noul", "instructions": "The customer threatens to cancel the plan."},
-    "priority": {"type": "choice", "instructions": "Ticket priority?",
-                 "criteria": {"p1": "outage", "p2": "major problem", "p3": "minor problem"}},
-}
 
 WORDS = ("the customer wrote that order arrived late and invoice shows charge they do not recognise please help "
          "fix account login because app keeps crashing after update support has replied for days we want refund "
@@ -136,10 +116,6 @@ def limits(agent) -> tuple[int, int]:
     from laya.sequence import DEFAULT_HEAD_MAX_LEN
 
     return int(agent.cfg.get("max_len", DEFAULT_MAX_LEN)), int(agent.cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN))
-
-
-def questions_for(k: int) -> dict:
-    return dict(list(QUESTIONS.items())[:k])
 
 
 class StateMaker:
@@ -200,7 +176,7 @@ def build_inputs(agent, case: Case, maker: StateMaker, seed: int) -> dict:
     from laya.questions import check_questions
 
     max_len, head_max_len = limits(agent)
-    questions = questions_for(case.questions)
+    questions = ticket_questions(case.questions)
     qs = check_questions(questions)
     fixed = head_plus_one(agent, qs)
     mean_fixed, max_fixed = statistics.fmean(fixed), max(fixed)
@@ -627,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         "encoder": {k: getattr(agent.model.encoder.config, k, None) for k in
                     ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                      "local_attention", "global_attn_every_n_layers", "vocab_size")},
-        "questions": QUESTIONS,
+        "questions": TICKET_QUESTIONS,
         "cases": {c.key: {"title": c.title, "states": c.states, "questions": c.questions,
                           "target_tokens": c.target, "call": "predict_batch" if c.batch else "predict"} for c in cases},
         "inputs": {k: {kk: vv for kk, vv in v.items() if kk not in ("states", "questions")} for k, v in inputs.items()},
