@@ -136,37 +136,72 @@ class Calibration:
         return self.temperature_by_options.get(bucket, self.temperature[qtype]), False
 
 
-def decode_answer(q: Question, logits_row: Any, act_prob: float, cal: Calibration,
-                  lang: str | None = None) -> dict:
-    """One answer dict from this question's row of logits (slot order) and act probability."""
-    k = q.k
-    t, lang_used = cal.temperature_for(q.qtype_id, k, lang)
-    p_slots = softmax([float(v) / t for v in logits_row[:k]])
-    if q.option_order is not None:
-        p = [0.0] * k
-        for slot, option in enumerate(q.option_order):  # slot s held option order[s]
+class DecodePlan:
+    """What decoding one question needs, worked out once per call instead of once per answer."""
+
+    __slots__ = ("k", "t", "kind", "labels", "order", "log_k", "bucket", "binning", "keys", "legend")
+
+    def __init__(self, q: Question, cal: Calibration, lang: str | None):
+        k = self.k = q.k
+        self.t, lang_used = cal.temperature_for(q.qtype_id, k, lang)
+        self.kind = q.qtype
+        self.labels = q.labels
+        self.order = q.option_order
+        self.log_k = math.log(k) if k >= 2 else None
+        self.binning = cal.binning_map if cal.binning_map and not lang_used else None
+        self.bucket = temp_bucket(q.qtype_id, k) if self.binning is not None else None
+        if q.qtype == "score":
+            self.keys = tuple(str(i) for i in range(k))
+            self.legend = tuple(zip(self.keys, q.legend))
+        else:
+            self.keys, self.legend = q.labels, None
+
+
+def decode_planned(plan: DecodePlan, logits_row: Any, act_prob: Any) -> dict:
+    """`decode_answer` with the per-question work done already (same arithmetic, same dict)."""
+    k, t = plan.k, plan.t
+    # softmax(z / T), max-shifted, in float64: the same operations, in the same order, as `softmax`
+    z = [float(v) / t for v in logits_row[:k]]
+    top = max(z)
+    e = [math.exp(v - top) for v in z]
+    total = sum(e)
+    p = [v / total for v in e]
+    if plan.order is not None:
+        p_slots, p = p, [0.0] * k
+        for slot, option in enumerate(plan.order):  # slot s held option order[s]
             p[option] = p_slots[slot]
+    if plan.log_k is None:  # confidence_from_probs, inlined
+        conf = 1.0
     else:
-        p = p_slots
-    conf = confidence_from_probs(p, k)
-    ans_conf = answer_confidence(p, k)
-    if cal.binning_map and not lang_used:
-        ans_conf = apply_binning_map(ans_conf, temp_bucket(q.qtype_id, k), cal.binning_map)
+        entropy = 0.0
+        for v in p:
+            v = min(1.0, max(1e-12, v))
+            entropy -= v * math.log(v)
+        conf = min(1.0, max(0.0, 1.0 - entropy / plan.log_k))
+    ans_conf = min(1.0, max(0.0, max(p)))  # answer_confidence (k >= 1 always)
+    if plan.binning is not None:
+        ans_conf = apply_binning_map(ans_conf, plan.bucket, plan.binning)
     action = {"act_probability": round(float(act_prob), ROUND)}
-    if q.qtype == "choice":
+    kind = plan.kind
+    if kind == "choice":
         best = max(range(k), key=p.__getitem__)  # first of equal maxima, like argmax
-        return {"type": "choice", "choice": q.labels[best],
-                "probabilities": {label: round(v, ROUND) for label, v in zip(q.labels, p)},
+        return {"type": "choice", "choice": plan.labels[best],
+                "probabilities": dict(zip(plan.keys, [round(v, ROUND) for v in p])),
                 "confidence": round(conf, ROUND), "answer_confidence": round(ans_conf, ROUND), "action": action}
-    if q.qtype == "score":
+    if kind == "score":
         expected = sum(i * v for i, v in enumerate(p))
-        return {"type": "score", "score": round(expected, ROUND),
-                "legend": {str(i): text for i, text in enumerate(q.legend)},
-                "probabilities": {str(i): round(v, ROUND) for i, v in enumerate(p)},
+        return {"type": "score", "score": round(expected, ROUND), "legend": dict(plan.legend),
+                "probabilities": dict(zip(plan.keys, [round(v, ROUND) for v in p])),
                 "confidence": round(conf, ROUND), "answer_confidence": round(ans_conf, ROUND), "action": action}
     p_true = p[1]
     return {"type": "noul", "noul": round(p_true, ROUND), "confidence": round(max(p_true, 1.0 - p_true), ROUND),
             "answer_confidence": round(ans_conf, ROUND), "action": action}
+
+
+def decode_answer(q: Question, logits_row: Any, act_prob: float, cal: Calibration,
+                  lang: str | None = None) -> dict:
+    """One answer dict from this question's row of logits (slot order) and act probability."""
+    return decode_planned(DecodePlan(q, cal, lang), logits_row, act_prob)
 
 
 def check_min_confidence(value: Any) -> float | dict | None:

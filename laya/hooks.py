@@ -102,6 +102,11 @@ def default_hooks() -> list:
         return list(_defaults)
 
 
+def has_default_hooks() -> bool:
+    """Whether any process-wide hook is installed (a lock-free read: the hot path asks on every call)."""
+    return bool(_defaults)
+
+
 class HookRegistry:
     """Mixin: hooks installed on an object (between process defaults and per-call hooks)."""
 

@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 
 from . import hooks as hooks_mod
-from .answers import Calibration, apply_min_confidence, check_min_confidence, decode_answer
+from .answers import Calibration, DecodePlan, apply_min_confidence, check_min_confidence, decode_planned
 from .calibration import TEMPERATURE_KEYS, read_calibration, write_calibration
 from .hooks import HookRegistry, PredictContext
 from .questions import Question, check_questions, keeps_tail, render_state
-from .sequence import DEFAULT_HEAD_MAX_LEN, Batch, Row, build_row, collate, encode, encode_many, scrub_mask, tokenizer_view
+from .sequence import (DEFAULT_HEAD_MAX_LEN, Batch, Row, build_head, collate, encode, encode_many, row_for, scrub_mask,
+                       tokenizer_view)
 
 DEFAULT_MAX_LEN = 512
 
@@ -91,6 +92,11 @@ class Predictor(HookRegistry):
         if lang is not None and not isinstance(lang, str):
             raise TypeError(f"lang must be a language code string such as 'de', got {type(lang).__name__}")
         min_confidence = check_min_confidence(min_confidence)
+        if hooks is None and on_predict_start is None and on_predict_end is None and not self.hooks \
+                and not hooks_mod.has_default_hooks():
+            # Nothing would see a PredictContext: answer without building one (the common case).
+            return self._answer(states, questions, batch_size, lang, max_len, head_max_len, sort_by_length,
+                                min_confidence)
         call_hooks = [*hooks_mod.default_hooks(), *self.hooks,
                       *hooks_mod.with_callables(hooks_mod.as_hooks(hooks), on_predict_start, on_predict_end)]
         raise_errors = self.hooks_raise if hooks_raise is None else hooks_raise
@@ -123,15 +129,23 @@ class Predictor(HookRegistry):
         if not qs:
             return [{"model": self.MODEL_NAME, "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
                     for _ in states]
-        max_len = positive_int(max_len if max_len is not None else int(self.cfg.get("max_len", DEFAULT_MAX_LEN)),
+        cfg = self.cfg
+        max_len = positive_int(max_len if max_len is not None else int(cfg.get("max_len", DEFAULT_MAX_LEN)),
                                 "max_len")
         head_max_len = positive_int(head_max_len if head_max_len is not None
-                                     else int(self.cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN)), "head_max_len")
+                                     else int(cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN)), "head_max_len")
         limit = self._max_positions()
         if limit is not None and max_len > limit:
             raise ValueError(f"max_len={max_len} exceeds the encoder's max_position_embeddings={limit}; "
                              f"use max_len <= {limit}")
         cal = Calibration(self.temperature, self.temperature_by_options, self.lang_temperatures, self.binning_map)
+        tok = self.tok
+        view = tokenizer_view(tok)
+        mask = view.mask_token
+        # Per question, once per call: its head (from the tokenizer's cache) and how its answers decode.
+        heads = [build_head(tok, q, head_max_len) for q in qs]
+        plans = [DecodePlan(q, cal, lang) for q in qs]
+        k = len(qs)
         results: list[dict | None] = [None] * len(states)
         n = len(states)
         chunk = n if batch_size is None else batch_size
@@ -140,21 +154,24 @@ class Predictor(HookRegistry):
         with self._chunks_scope(chunk < n):
             for start in range(0, n, window):
                 idx = list(range(start, min(n, start + window)))
-                # one tokenizer call for the whole window: parallel in Rust, and no per-call setup each
-                ids = encode_many(self.tok, [scrub_mask(self.tok, texts[i]) for i in idx])
-                encoded = {i: self._rows_from_ids(state_ids, keeps_tail(states[i]), qs, max_len, head_max_len)
+                # one tokenizer call for the whole window: parallel in Rust, and no per-call setup each;
+                # a literal mask token in user text becomes a space (scrub_mask)
+                ids = encode_many(tok, [t.replace(mask, " ") if mask and mask in t else t
+                                        for t in (texts[i] for i in idx)])
+                encoded = {i: self._rows_from_ids(state_ids, keeps_tail(states[i]), qs, max_len, head_max_len,
+                                                  heads=heads)
                            for i, state_ids in zip(idx, ids)}
                 if sorting:  # similar lengths share a batch: less padding; results go back in input order
                     idx.sort(key=lambda i: max(len(r.ids) for r in encoded[i][1]))
                 for c in range(0, len(idx), chunk):
                     part = idx[c:c + chunk]
                     rows = [r for i in part for r in encoded[i][1]]
-                    logits, act = self._infer(collate(rows, tokenizer_view(self.tok).pad_id))
+                    logits, act = self._infer(collate(rows, view.pad_id))
                     logits, act = logits.tolist(), act.tolist()  # plain floats: decoding is per element
                     for j, i in enumerate(part):
-                        offset = j * len(qs)
-                        results[i] = self._result(qs, encoded[i], logits[offset:offset + len(qs)],
-                                                  act[offset:offset + len(qs)], cal, lang, min_confidence)
+                        offset = j * k
+                        results[i] = self._result(qs, encoded[i], logits[offset:offset + k],
+                                                  act[offset:offset + k], cal, lang, min_confidence, plans=plans)
         return results  # type: ignore[return-value]
 
     def _rows(self, text: str, keep_tail: bool, qs: list[Question], max_len: int,
@@ -162,20 +179,29 @@ class Predictor(HookRegistry):
         return self._rows_from_ids(encode(self.tok, scrub_mask(self.tok, text)), keep_tail, qs, max_len, head_max_len)
 
     def _rows_from_ids(self, state_ids: list[int], keep_tail: bool, qs: list[Question], max_len: int,
-                       head_max_len: int) -> tuple[int, list[Row]]:
-        return len(state_ids), [build_row(self.tok, q, state_ids, keep_tail, max_len, head_max_len) for q in qs]
+                       head_max_len: int, heads: list | None = None) -> tuple[int, list[Row]]:
+        """(state tokens, one row per question); `heads` = the questions' heads when the caller has them."""
+        tok = self.tok
+        if heads is None:
+            heads = [build_head(tok, q, head_max_len) for q in qs]
+        sep = tokenizer_view(tok).sep_id
+        return len(state_ids), [row_for(q, head, state_ids, keep_tail, max_len, sep, head_max_len, track=True)
+                                for q, head in zip(qs, heads)]
 
     def _result(self, qs: list[Question], encoded: tuple[int, list[Row]], logits: list, act: list,
-                cal: Calibration, lang: str | None, min_confidence: Any) -> dict:
+                cal: Calibration, lang: str | None, min_confidence: Any, plans: list | None = None) -> dict:
+        """One state's result; `plans` = the questions' DecodePlans when the caller has them."""
         state_tokens, rows = encoded
+        if plans is None:
+            plans = [DecodePlan(q, cal, lang) for q in qs]
         answers = {}
-        for q, row, z, a in zip(qs, rows, logits, act):
-            answer = decode_answer(q, z, float(a[0]), cal, lang)
+        for q, plan, z, a in zip(qs, plans, logits, act):
+            answer = decode_planned(plan, z, float(a[0]))
             if min_confidence is not None:
                 apply_min_confidence(answer, min_confidence)
             answers[q.qid] = answer
-        dropped = max(r.state_tokens_dropped for r in rows)
-        usage = {"input_tokens": sum(len(r.ids) for r in rows), "output_tokens": 0, "state_tokens": state_tokens,
+        dropped = max([r.state_tokens_dropped for r in rows])
+        usage = {"input_tokens": sum([len(r.ids) for r in rows]), "output_tokens": 0, "state_tokens": state_tokens,
                  "state_tokens_dropped": dropped, "truncated": dropped > 0,
                  "truncated_questions": [q.qid for q, r in zip(qs, rows) if r.state_tokens_dropped > 0]}
         collapsed = {q.qid: {"total": q.k, "distinct": r.head.distinct, "tokens_per_option": r.head.tokens_per_option}

@@ -91,6 +91,10 @@ class Head:
     markers: tuple[int, ...]  # index of each slot's [MASK] inside `ids`
     tokens_per_option: int | None  # set when the option spans were squeezed
     distinct: int  # distinct option spans after capping
+    # `ids` and `markers` as read-only int64 arrays (build_head fills them): collate copies these
+    # instead of converting the same Python ints again for every row
+    id_array: Any = field(default=None, compare=False, repr=False)
+    marker_array: Any = field(default=None, compare=False, repr=False)
 
 
 def build_head(tok: Any, q: Question, head_max_len: int) -> Head:
@@ -118,12 +122,19 @@ def build_head(tok: Any, q: Question, head_max_len: int) -> Head:
         markers.append(len(ids))
         ids.extend(span)
     ids.append(view.sep_id)
-    head = Head(tuple(ids), tuple(markers), per, len({tuple(s) for s in spans}))
+    head = Head(tuple(ids), tuple(markers), per, len({tuple(s) for s in spans}), frozen_array(ids),
+                frozen_array(markers))
     with TOKENIZER_LOCK:
         view.heads[key] = head
         while len(view.heads) > HEAD_CACHE_SIZE:
             view.heads.popitem(last=False)
     return head
+
+
+def frozen_array(values: list[int]) -> np.ndarray:
+    array = np.array(values, dtype=np.int64)
+    array.flags.writeable = False  # shared by every row of a cached head
+    return array
 
 
 def state_room(tok: Any, q: Question, max_len: int, head_max_len: int) -> int:
@@ -139,25 +150,47 @@ class Row:
     state_tokens_used: int
     state_tokens_dropped: int
     head: Head = field(repr=False)
+    # (state ids, start, stop) when ids == [*head.ids, *state_ids[start:stop], SEP] (rows the request
+    # path builds, read-only from then on): collate converts each state's ids to int64 once, not once per
+    # question. None = collate copies `ids`.
+    source: Any = field(default=None, repr=False, compare=False)
 
 
 def build_row(tok: Any, q: Question, state_ids: list[int], keep_tail: bool,
               max_len: int, head_max_len: int) -> Row:
     """Head + as much state as fits + [SEP], clipped to max_len; refuses rows that lose markers."""
-    head = build_head(tok, q, head_max_len)
-    room = max(0, max_len - len(head.ids) - 1)
-    if len(state_ids) <= room:
-        part = state_ids
+    return row_for(q, build_head(tok, q, head_max_len), state_ids, keep_tail, max_len,
+                   tokenizer_view(tok).sep_id, head_max_len)
+
+
+def row_for(q: Question, head: Head, state_ids: list[int], keep_tail: bool, max_len: int, sep_id: int,
+            head_max_len: int, track: bool = False) -> Row:
+    """build_row with the question's head at hand; `track` records the row's source for collate."""
+    head_len = len(head.ids)
+    n = len(state_ids)
+    room = max(0, max_len - head_len - 1)
+    if n <= room:
+        start, stop = 0, n
+    elif keep_tail:
+        start, stop = n - room, n
     else:
-        part = state_ids[len(state_ids) - room:] if keep_tail else state_ids[:room]
-    ids = [*head.ids, *part, tokenizer_view(tok).sep_id][:max_len]
-    markers = [m for m in head.markers if m < max_len]
+        start, stop = 0, room
+    part = state_ids if stop - start == n else state_ids[start:stop]
+    source = None
+    if head_len + (stop - start) < max_len:  # the row fits whole: nothing to clip
+        ids = [*head.ids, *part, sep_id]
+        if track:
+            source = (state_ids, start, stop)
+    else:
+        ids = [*head.ids, *part, sep_id][:max_len]
+    markers = head.markers
+    markers = list(markers) if markers and markers[-1] < max_len else [m for m in markers if m < max_len]
     if len(markers) < q.k:
         raise ValueError(
             f"question '{q.qid}': only {len(markers)} of its {q.k} option markers fit in max_len={max_len} "
             f"with head_max_len={head_max_len}; lower head_max_len, raise max_len, or use fewer options")
-    used = min(len(part), max(0, max_len - len(head.ids)))
-    return Row(ids, markers, q.qtype_id, used, len(state_ids) - used, head)
+    used = min(stop - start, max(0, max_len - head_len))
+    return Row(ids, markers, q.qtype_id, used, n - used, head, source)
 
 
 @dataclass
@@ -185,11 +218,26 @@ def collate(rows: list[Row], pad_id: int) -> Batch:
     attention_mask = np.zeros((n, width), dtype=np.int64)
     marker_pos = np.zeros((n, k), dtype=np.int64)
     marker_mask = np.zeros((n, k), dtype=np.bool_)
+    states: dict = {}  # id(state ids) -> (state ids, as int64): each state converted once
     for i, r in enumerate(rows):
-        input_ids[i, :len(r.ids)] = r.ids
-        attention_mask[i, :len(r.ids)] = 1
-        marker_pos[i, :len(r.markers)] = r.markers
-        marker_mask[i, :len(r.markers)] = True
+        ids, markers, head, source = r.ids, r.markers, r.head, r.source
+        length = len(ids)
+        if source is not None and head.id_array is not None:
+            state, start, stop = source
+            entry = states.get(id(state))
+            if entry is None:
+                entry = states[id(state)] = (state, np.array(state, dtype=np.int64))  # holds `state`: id stays valid
+            head_len = len(head.ids)
+            input_ids[i, :head_len] = head.id_array
+            input_ids[i, head_len:length - 1] = entry[1][start:stop]
+            input_ids[i, length - 1] = ids[-1]
+            # a tracked row's markers are its head's, unclipped, whenever there are as many
+            marker_pos[i, :len(markers)] = head.marker_array if len(markers) == len(head.markers) else markers
+        else:
+            input_ids[i, :length] = ids
+            marker_pos[i, :len(markers)] = markers
+        attention_mask[i, :length] = 1
+        marker_mask[i, :len(markers)] = True
     qtype = np.fromiter((r.qtype for r in rows), dtype=np.int64, count=n)
     return Batch(torch.from_numpy(input_ids), torch.from_numpy(attention_mask), torch.from_numpy(marker_pos),
                  torch.from_numpy(marker_mask), torch.from_numpy(qtype), rows)
