@@ -36,6 +36,13 @@ def inductor_cache_dir() -> str:
     return os.path.join(base, "laya", "torchinductor")
 
 
+def host_array(t: torch.Tensor) -> np.ndarray:
+    """`t.float().cpu().numpy()`, skipping the two no-op calls for an fp32 tensor already on the host."""
+    if t.dtype != torch.float32 or t.device.type != "cpu":
+        t = t.float().cpu()
+    return t.numpy()
+
+
 def is_oom(error: BaseException, device: torch.device) -> bool:
     if device.type == "cpu":
         return False
@@ -200,8 +207,14 @@ class Agent(Predictor):
     # ---- inference -----------------------------------------------------------------------------
 
     def _max_positions(self) -> int | None:
-        limit = getattr(self.model.encoder.config, "max_position_embeddings", None)
-        return limit if isinstance(limit, int) else None
+        model = self.model
+        cached = self.__dict__.get("_max_positions_of")
+        if cached is not None and cached[0] is model:  # asked on every request: the config lookup is slow
+            return cached[1]
+        limit = getattr(model.encoder.config, "max_position_embeddings", None)
+        limit = limit if isinstance(limit, int) else None
+        self._max_positions_of = (model, limit)
+        return limit
 
     def _chunks_scope(self, chunked: bool) -> Any:
         # On CUDA an outer (disabled) autocast scope keeps the inner scopes' cast-weight cache alive
@@ -222,31 +235,45 @@ class Agent(Predictor):
             raise ValueError(f"this request has rows of {length} tokens but the {self._backend.name} backend "
                              f"was built for at most {limit}; pass max_len<={limit} or use backend='eager'"
                              + (f", {advice}" if advice else ""))
+        device = self.device
         dtype = self.dtype_for(rows)
-        tensors = tuple(t.to(self.device, non_blocking=True) for t in batch.tensors())
-        on_cuda = self.device.type == "cuda"
+        on_cuda = device.type == "cuda"
+        if device.type == "cpu":  # collated on the host already: .to() would hand back the same tensors
+            tensors = batch.tensors()
+        else:
+            tensors = tuple(t.to(device, non_blocking=True) for t in batch.tensors())
         if self._compiled and on_cuda:  # some Inductor SDPA versions specialise on L mod 8
             tensors = pad_tokens_to(tensors, 8, self.tok.pad_token_id)
         with torch.no_grad():
             # Autocast is never entered when off: entering it on some devices raises even if disabled.
-            scope = torch.autocast(self.device.type, dtype=dtype) if dtype != torch.float32 \
-                else contextlib.nullcontext()
-            with scope:
-                if self._compiled:
-                    logits, act_logits = run_compiled(self.model, tensors, on_cuda,
-                                                      mark_steps=self.compile_mode == "reduce-overhead")
-                else:
-                    logits, act_logits = self.model(*tensors)
+            if dtype != torch.float32:
+                with torch.autocast(device.type, dtype=dtype):
+                    logits, act_logits = self._call_model(tensors, on_cuda)
+            else:
+                logits, act_logits = self._call_model(tensors, on_cuda)
         # The act softmax runs on the host: torch would spread these few numbers over its thread pool,
         # which stalls for milliseconds on a busy CPU (measured by benchmarks/bench_overhead.py).
-        act = act_logits.float().cpu().numpy().astype(np.float64)
-        act = np.exp(act - act.max(axis=-1, keepdims=True))
-        return logits.float().cpu().numpy(), act / act.sum(axis=-1, keepdims=True)
+        # (np.maximum/np.add.reduce are what ndarray.max/sum call, minus numpy's Python wrappers; in place:
+        # the same numbers with fewer temporaries)
+        act = host_array(act_logits).astype(np.float64)
+        act -= np.maximum.reduce(act, axis=-1, keepdims=True)
+        np.exp(act, out=act)
+        act /= np.add.reduce(act, axis=-1, keepdims=True)
+        return host_array(logits), act
+
+    def _call_model(self, tensors: tuple, on_cuda: bool) -> tuple:
+        if self._compiled:
+            return run_compiled(self.model, tensors, on_cuda, mark_steps=self.compile_mode == "reduce-overhead")
+        return self.model(*tensors)
 
     def _infer(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+        gate = self._gate
         try:
-            with self._gate.reading():
+            counted = gate.acquire_read()  # gate.reading() without a generator per request
+            try:
                 return self._run_forward(batch)
+            finally:
+                gate.release_read(counted)
         except Exception as e:
             if not is_oom(e, self.device):
                 raise
