@@ -170,15 +170,23 @@ def decode_planned(plan: DecodePlan, logits_row: Any, act_prob: Any) -> dict:
         p_slots, p = p, [0.0] * k
         for slot, option in enumerate(plan.order):  # slot s held option order[s]
             p[option] = p_slots[slot]
-    if plan.log_k is None:  # confidence_from_probs, inlined
+    # confidence_from_probs and answer_confidence inlined; `x if x > lo else lo` is exactly max(lo, x) and
+    # `x if x < hi else hi` exactly min(hi, x) (NaN included), without two calls per probability
+    if plan.log_k is None:
         conf = 1.0
     else:
         entropy = 0.0
+        log = math.log
         for v in p:
-            v = min(1.0, max(1e-12, v))
-            entropy -= v * math.log(v)
-        conf = min(1.0, max(0.0, 1.0 - entropy / plan.log_k))
-    ans_conf = min(1.0, max(0.0, max(p)))  # answer_confidence (k >= 1 always)
+            v = v if v > 1e-12 else 1e-12
+            v = v if v < 1.0 else 1.0
+            entropy -= v * log(v)
+        conf = 1.0 - entropy / plan.log_k
+        conf = conf if conf > 0.0 else 0.0
+        conf = conf if conf < 1.0 else 1.0
+    ans_conf = max(p)  # k >= 1 always
+    ans_conf = ans_conf if ans_conf > 0.0 else 0.0
+    ans_conf = ans_conf if ans_conf < 1.0 else 1.0
     if plan.binning is not None:
         ans_conf = apply_binning_map(ans_conf, plan.bucket, plan.binning)
     action = {"act_probability": round(float(act_prob), ROUND)}
@@ -189,12 +197,14 @@ def decode_planned(plan: DecodePlan, logits_row: Any, act_prob: Any) -> dict:
                 "probabilities": dict(zip(plan.keys, [round(v, ROUND) for v in p])),
                 "confidence": round(conf, ROUND), "answer_confidence": round(ans_conf, ROUND), "action": action}
     if kind == "score":
-        expected = sum(i * v for i, v in enumerate(p))
+        expected = sum([i * v for i, v in enumerate(p)])
         return {"type": "score", "score": round(expected, ROUND), "legend": dict(plan.legend),
                 "probabilities": dict(zip(plan.keys, [round(v, ROUND) for v in p])),
                 "confidence": round(conf, ROUND), "answer_confidence": round(ans_conf, ROUND), "action": action}
     p_true = p[1]
-    return {"type": "noul", "noul": round(p_true, ROUND), "confidence": round(max(p_true, 1.0 - p_true), ROUND),
+    p_false = 1.0 - p_true
+    return {"type": "noul", "noul": round(p_true, ROUND),
+            "confidence": round(p_false if p_false > p_true else p_true, ROUND),  # max(p_true, 1 - p_true)
             "answer_confidence": round(ans_conf, ROUND), "action": action}
 
 

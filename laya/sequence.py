@@ -214,7 +214,8 @@ def collate(rows: list[Row], pad_id: int) -> Batch:
     width = max(len(r.ids) for r in rows)
     k = max(len(r.markers) for r in rows)
     # Filled numpy buffers handed to torch without a copy: cheaper than torch.tensor on nested lists.
-    input_ids = np.full((n, width), pad_id, dtype=np.int64)
+    input_ids = np.empty((n, width), dtype=np.int64)
+    input_ids.fill(pad_id)  # np.full without its Python wrapper
     attention_mask = np.zeros((n, width), dtype=np.int64)
     marker_pos = np.zeros((n, k), dtype=np.int64)
     marker_mask = np.zeros((n, k), dtype=np.bool_)
