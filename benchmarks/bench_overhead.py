@@ -58,7 +58,7 @@ import torch  # noqa: E402
 
 import laya  # noqa: E402
 from laya.questions import check_questions, keeps_tail, render_state  # noqa: E402
-from laya.sequence import build_head, build_row, collate, encode_many, scrub_mask  # noqa: E402
+from laya.sequence import build_head, collate, encode_many, scrub_mask  # noqa: E402
 
 from _env import cpu_sample, cpu_share, environment, wait_for_quiet  # noqa: E402
 
@@ -407,15 +407,21 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
     """Median ms per state of each stage, running laya's pipeline functions in the order of
     Predictor._answer (laya/pipeline.py).
 
-    Mirrors _answer/_rows/Agent._run_forward/_result step by step (private helpers on purpose: the point
-    is to time the real code; update this when _answer changes). What the direct measurement has on top
-    of these stages ("glue") is the hooks, the read/write gate, PredictContext, argument checks and the
-    model-call plumbing. Question heads come from laya's per-tokenizer cache after the first call, as in
-    any run that asks the same questions again; `question_heads` is that lookup.
+    Mirrors _answer/_rows_from_ids/Agent._run_forward/_result step by step (private helpers on purpose: the
+    point is to time the real code; update this when _answer changes). What the direct measurement has on
+    top of these stages ("glue") is the read/write gate, argument checks, hook checks and the model-call
+    plumbing. Question heads come from laya's per-tokenizer cache after the first call, as in any run that
+    asks the same questions again; `question_heads` is that lookup plus each question's decoding plan
+    (both once per call).
     """
-    from laya.answers import Calibration, check_min_confidence
+    import numpy as np
+
+    from laya.agent import host_array
+    from laya.answers import Calibration, DecodePlan, check_min_confidence
+    from laya.sequence import tokenizer_view
 
     tok = agent.tok
+    view = tokenizer_view(tok)
     max_len, head_max_len = limits(agent)
     logits_t, act_logits_t = outputs
     n = len(states)
@@ -428,25 +434,26 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
         texts = [render_state(s) for s in states]
         qs = check_questions(questions)
         t1 = time.perf_counter()
-        for q in qs:
-            build_head(tok, q, head_max_len)
+        cal = Calibration(agent.temperature, agent.temperature_by_options, agent.lang_temperatures, agent.binning_map)
+        heads = [build_head(tok, q, head_max_len) for q in qs]
+        plans = [DecodePlan(q, cal, None) for q in qs]
         t2 = time.perf_counter()
         state_ids = encode_many(tok, [scrub_mask(tok, text) for text in texts])  # one Rust call, like _answer
         t3 = time.perf_counter()
-        encoded = [(len(ids), [build_row(tok, q, ids, keeps_tail(s), max_len, head_max_len) for q in qs])
+        encoded = [agent._rows_from_ids(ids, keeps_tail(s), qs, max_len, head_max_len, heads=heads)
                    for s, ids in zip(states, state_ids)]
         t4 = time.perf_counter()
-        collate([r for _, rows in encoded for r in rows], tok.pad_token_id)
+        collate([r for _, rows in encoded for r in rows], view.pad_id)
         t5 = time.perf_counter()
-        with torch.no_grad():  # the tail of Agent._run_forward after the model call ...
-            act = torch.softmax(act_logits_t.float(), dim=-1)
-        logits, act = logits_t.float().cpu().numpy(), act.cpu().numpy()
-        logits, act = logits.tolist(), act.tolist()  # ... and _answer's conversion to plain floats
+        act = host_array(act_logits_t).astype(np.float64)  # the tail of Agent._run_forward after the model call ...
+        act -= np.maximum.reduce(act, axis=-1, keepdims=True)
+        np.exp(act, out=act)
+        act /= np.add.reduce(act, axis=-1, keepdims=True)
+        logits, act = host_array(logits_t).tolist(), act.tolist()  # ... and _answer's conversion to plain floats
         t6 = time.perf_counter()
-        cal = Calibration(agent.temperature, agent.temperature_by_options, agent.lang_temperatures, agent.binning_map)
         k = len(qs)
         for j, enc in enumerate(encoded):
-            agent._result(qs, enc, logits[j * k:(j + 1) * k], act[j * k:(j + 1) * k], cal, None, None)
+            agent._result(qs, enc, logits[j * k:(j + 1) * k], act[j * k:(j + 1) * k], cal, None, None, plans=plans)
         t7 = time.perf_counter()
         for name, (a, b) in zip(stages, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6), (t6, t7))):
             stages[name].append((b - a) * 1000.0)
