@@ -7,6 +7,7 @@ calibration attributes and `_infer(batch) -> (logits [N, K] fp32, act probabilit
 from __future__ import annotations
 
 import contextlib
+import marshal
 import threading
 import time
 from typing import Any
@@ -22,6 +23,34 @@ from .sequence import (DEFAULT_HEAD_MAX_LEN, Batch, Row, build_head, collate, en
                        tokenizer_view)
 
 DEFAULT_MAX_LEN = 512
+QUESTION_CACHE_SIZE = 1024  # validated question sets remembered process-wide (agents ask the same ones again)
+
+_checked: dict = {}  # marshal bytes of a question dict -> its validated Questions (insertion order = age)
+_checked_lock = threading.Lock()
+
+
+def checked_questions(questions: Any) -> list[Question]:
+    """`check_questions`, remembered for question dicts made of plain built-in data.
+
+    The key is the dict's `marshal` serialisation: it takes only exact built-in types (a subclass or any
+    other object raises, and such a dict is validated afresh every time), keeps key order, and tells
+    True/1/1.0 and 0.0/-0.0 apart, so equal keys mean the same validated questions. Questions are frozen.
+    """
+    if type(questions) is dict:
+        try:
+            key = marshal.dumps(questions)
+        except Exception:  # noqa: BLE001 - not plain data: no key, validate as usual
+            key = None
+        if key is not None:
+            qs = _checked.get(key)
+            if qs is None:
+                qs = tuple(check_questions(questions))  # invalid questions raise here and are not remembered
+                with _checked_lock:
+                    _checked[key] = qs
+                    while len(_checked) > QUESTION_CACHE_SIZE:
+                        del _checked[next(iter(_checked))]
+            return list(qs)
+    return check_questions(questions)
 
 
 def positive_int(value: Any, name: str) -> int:
@@ -123,7 +152,7 @@ class Predictor(HookRegistry):
         if any(s is None for s in states):
             raise TypeError("states must not contain None; pass a str, dict or list per state")
         texts = [render_state(s) for s in states]
-        qs = check_questions(questions)
+        qs = checked_questions(questions)
         if not states:
             return []
         if not qs:
