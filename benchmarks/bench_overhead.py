@@ -60,7 +60,7 @@ import laya  # noqa: E402
 from laya.questions import check_questions, keeps_tail, render_state  # noqa: E402
 from laya.sequence import build_head, collate, encode_many, scrub_mask  # noqa: E402
 
-from _env import cpu_sample, cpu_share, environment, wait_for_quiet  # noqa: E402
+from _env import bench_checkpoint, cpu_sample, cpu_share, environment, wait_for_quiet  # noqa: E402
 
 TARGET_MS_PER_STATE = 0.5
 BUSY_WARN_PCT = 10  # other load (share of all cores) above which a case's numbers are flagged
@@ -171,17 +171,9 @@ def make_states(n: int, seed: int = 0) -> list[str]:
 # ---- checkpoints and the agent ------------------------------------------------------------------
 
 def checkpoint_for(shape: str, cache_dir: str) -> str:
-    """A checkpoint of `shape` under `cache_dir`, built once and reused while it looks right."""
-    from make_checkpoint import make_checkpoint
-
-    path = os.path.join(cache_dir, shape)
-    cfg_path = os.path.join(path, "rl_agent_config.json")
-    if os.path.isfile(os.path.join(path, "model.safetensors")) and os.path.isfile(cfg_path):
-        with open(cfg_path, encoding="utf-8") as f:
-            if json.load(f).get("encoder") == f"laya-random-{shape}":
-                return path
-    print(f"building the {shape} checkpoint in {path} ...", flush=True)
-    return make_checkpoint(path, shape=shape, tokenizer="wordpiece", seed=0, overwrite=True)
+    """A checkpoint of `shape` under `cache_dir`, built once and reused while it looks right (the shared
+    benchmarks/_env.bench_checkpoint, which knows make_checkpoint's current encoder names)."""
+    return bench_checkpoint(shape, cache_dir)
 
 
 def limits(agent) -> tuple[int, int]:
