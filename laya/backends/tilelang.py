@@ -44,7 +44,10 @@ class TileLangBackend(Backend):
         except ValueError as e:  # an encoder the kernels do not implement (biases, activation, sizes)
             raise BackendUnavailable(str(e)) from None
         except Exception:  # noqa: BLE001 - tilelang's JIT cache sometimes fails once; the retry decides
-            self.fast = fast_module.FastLaya(agent.model, **options)
+            try:
+                self.fast = fast_module.FastLaya(agent.model, **options)
+            except Exception as e:  # noqa: BLE001 - twice: report it as unavailable (warning + eager)
+                raise BackendUnavailable(f"building the fused forward failed: {type(e).__name__}: {e}") from e
         self.max_len = self.fast.max_len
 
     def _uninstall(self) -> None:
