@@ -264,3 +264,28 @@ def test_backend_requests_without_backends_fall_back_with_one_warning(tiny_check
     assert agent.backend == "eager"
     with pytest.raises(ValueError, match="onnx"):
         laya.Agent(tiny_checkpoint, backend="onnx")
+
+
+def test_question_sets_are_remembered_by_exact_content(agent):
+    from laya.pipeline import checked_questions
+    from laya.questions import check_questions
+
+    q = {"c": {"type": "choice", "instructions": "Pick", "criteria": {"a": "x", "b": "y"}}}
+    agent.predict("some text", q)
+    q["c"]["criteria"]["b"] = "something else"  # mutated in place: a different key, not the remembered set
+    fresh = {"c": {"type": "choice", "instructions": "Pick", "criteria": {"a": "x", "b": "something else"}}}
+    assert checked_questions(q) == check_questions(fresh)
+    assert agent.predict("some text", q) == agent.predict("some text", fresh)
+    for a, b in (([1, 2], [True, 2]), ([1, 2], [1.0, 2]), ([0.0, 2], [-0.0, 2])):  # equal under ==, not the same
+        qa = checked_questions({"c": {"type": "choice", "instructions": "i", "criteria": a}})
+        qb = checked_questions({"c": {"type": "choice", "instructions": "i", "criteria": b}})
+        assert qa != qb and [type(x) for x in qb[0].labels] == [type(x) for x in b]
+
+    class Label(str):
+        pass
+
+    qs = checked_questions({"c": {"type": "choice", "instructions": "i", "criteria": [Label("a"), "b"]}})
+    assert type(qs[0].labels[0]) is Label  # not plain data: validated every time, never from the cache
+    for _ in range(2):  # invalid sets raise every time (nothing remembered)
+        with pytest.raises(ValueError, match="'type' is 'bad'"):
+            checked_questions({"c": {"type": "bad"}})

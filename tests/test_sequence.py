@@ -130,3 +130,22 @@ def test_encode_many_matches_encode(tok):
     from laya.sequence import encode_many
     texts = ["Ünïcode, emails@example.com " * 30, "", "short", "[MASK] kept as text here"]
     assert encode_many(tok, texts) == [encode(tok, t) for t in texts]
+
+
+def test_collate_of_tracked_rows_equals_plain_rows(tok):
+    """Rows the request path builds record their state's ids, so collate converts each state once; the
+    tensors are exactly those of plain build_row rows, truncated and clipped rows included."""
+    from laya.sequence import row_for
+    qs = check_questions({"a": {"type": "noul", "instructions": "Urgent?"},
+                          "b": {"type": "choice", "instructions": "Pick", "criteria": ["x", "y", "z"]}})
+    heads = [build_head(tok, q, 192) for q in qs]
+    clip = max(len(h.ids) for h in heads) - 1  # the longer head itself is cut: no state, no closing [SEP]
+    assert all(h.markers[-1] < clip for h in heads)
+    states = [list(range(2000, 2000 + n)) for n in (0, 3, 40, 300)]
+    for max_len, keep_tail in ((512, False), (48, False), (48, True), (clip, False)):
+        plain = [build_row(tok, q, s, keep_tail, max_len, 192) for s in states for q in qs]
+        tracked = [row_for(q, h, s, keep_tail, max_len, SEP, 192, track=True) for s in states for q, h in zip(qs, heads)]
+        assert plain == tracked
+        assert any(r.source is not None for r in tracked) and all(r.source is None for r in plain)
+        for x, y in zip(collate(plain, PAD).tensors(), collate(tracked, PAD).tensors()):
+            assert x.dtype == y.dtype and x.is_contiguous() and y.is_contiguous() and torch.equal(x, y)
