@@ -165,6 +165,110 @@ DOMAINS = {
     },
 }
 
+
+# More training phrasings, merged into the pools above in front of their held-out last item, so the
+# training split sees 3 label names, 2 descriptions and 5 evidence phrasings per concept (was 2/1/2)
+# while the held-out split is unchanged: few phrasings per concept let a model memorise strings
+# instead of matching state and option meaning.
+# concept: (extra training labels, extra training descriptions, extra training evidence)
+EXTRA = {
+ "refund": (["chargeback_request"], ["the person wants a purchase paid back"],
+            ["I returned the item two weeks ago and still have not been paid back", "this order was wrong, give me back what I paid", "can I get the 30 dollars back for the cancelled class"]),
+ "bug": (["defect"], ["a feature is failing or giving errors"],
+         ["the page shows a blank white screen when I click save", "every upload fails with error code 0x80", "the numbers in the report are wrong since yesterday's release"]),
+ "billing": (["payment_query"], ["the customer questions an amount they paid"],
+             ["I was charged twice this month", "the price on my receipt is higher than advertised", "which card did you bill for the annual plan"]),
+ "cancel": (["unsubscribe_service"], ["the user is leaving and wants the service stopped"],
+            ["I no longer need the service, please terminate it", "do not renew my membership next year", "how do I delete my account and stop all payments"]),
+ "login": (["locked_out"], ["the user cannot sign into the service"],
+           ["two-factor codes are not reaching my phone so I cannot get in", "it says my username does not exist", "I forgot my password and the recovery email is old"]),
+ "shipping": (["parcel_tracking"], ["the customer is waiting for goods to arrive"],
+              ["the box was supposed to come on Friday and it is Tuesday now", "which carrier is bringing my shoes", "the parcel was sent to my old address"]),
+ "feature": (["enhancement"], ["the user wants the product to do something it cannot do yet"],
+             ["please add an option to share lists with family", "a keyboard shortcut for archiving would save me time", "can you build an integration with Slack"]),
+ "meeting": (["appointment"], ["the email tries to agree on a time to talk"],
+             ["does 10am on Wednesday work for a quick sync", "I need to reschedule our lunch to next Friday", "please send me an invite for the review call"]),
+ "phishing": (["fraud_attempt"], ["a deceptive mail trying to get logins or payments"],
+              ["your package is held, pay the customs fee via this link", "security alert: click here within 24 hours or your account is closed", "I am a prince and need your bank details to move my fortune"]),
+ "newsletter": (["bulk_mail"], ["a mass mailing with offers or news"],
+                ["new arrivals just landed, shop the collection now", "here are this week's top deals picked for you", "join our webinar and get a free ebook"]),
+ "invoice_mail": (["billing_notice"], ["a request for payment of a bill"],
+                  ["the balance of 1200 euros is due by Friday", "please remit payment for order 5521 at your earliest convenience", "our records show invoice 88 is still unpaid"]),
+ "job": (["career"], ["an email about a position or hiring process"],
+         ["thank you for interviewing with us, here is the offer letter", "is the junior designer role still open", "I would like to refer a friend for the engineering vacancy"]),
+ "complaint": (["dissatisfaction"], ["someone protests about bad treatment"],
+               ["nobody has answered my calls for two weeks", "the product broke after one day and support was rude", "I demand a formal apology for how I was treated"]),
+ "harassment": (["abuse"], ["hostile remarks directed at a member"],
+                ["shut up, nobody cares about your stupid opinion", "everyone look at this pathetic user and laugh", "you are so ugly you should never post a photo again"]),
+ "spam_post": (["self_promotion"], ["posts that sell things or repeat junk"],
+               ["earn 5000 dollars a week from home, DM me", "follow my page for daily discount codes", "visit cheap-pills dot com for the best deals"]),
+ "threat": (["menace"], ["words announcing harm to someone"],
+            ["if I see you again I will break your legs", "you had better sleep with one eye open", "I am going to burn your house down"]),
+ "benign": (["ok"], ["an ordinary post that breaks no rule"],
+            ["I just finished my first marathon, so happy", "what time does the museum open on Sundays", "here is a picture of my cat sleeping"]),
+ "misinfo": (["fake_news"], ["untrue statements shared as if they were real"],
+             ["5G towers are spreading the virus", "the election was decided by secret voting machines in space", "eating garlic makes you immune to every disease"]),
+ "selfharm": (["suicide_risk"], ["a post showing the author may be in danger"],
+              ["I cut myself again last night", "everyone would be better off without me", "I have pills saved up and I am ready to use them"]),
+ "bruteforce": (["login_flood"], ["a source tries many passwords"],
+                ["thousands of login attempts with common passwords from a botnet", "account lockouts triggered for 40 users within a minute", "failed RDP logins from the same address every second"]),
+ "malware": (["virus"], ["a machine is infected by harmful code"],
+             ["EDR flagged a cryptominer running on the build server", "a macro in a Word file dropped an executable", "the endpoint connected to a known command and control domain"]),
+ "exfil": (["data_theft"], ["information is being copied out without permission"],
+           ["gigabytes of source code were pushed to a personal repository", "a script is uploading HR files to a paste site", "unusual DNS tunnelling traffic carrying encoded data"]),
+ "privesc": (["rights_escalation"], ["an account obtained permissions it should not have"],
+             ["a local user exploited a kernel bug to get SYSTEM", "someone changed the IAM policy to give themselves full access", "a contractor account was added to the owners group"]),
+ "noise": (["harmless"], ["expected behaviour that needs no response"],
+           ["the nightly patch job restarted the servers as scheduled", "an admin logged in from the office during working hours", "the monitoring agent was updated by IT"]),
+ "phish_click": (["link_clicked"], ["an employee followed a fraudulent link"],
+                 ["a staff member opened a fake shared document link and typed her password", "proxy logs show a visit to a credential harvesting site", "the finance clerk clicked the link in the fake delivery notice"]),
+ "done": (["completed"], ["the run ended with the goal achieved"],
+          ["the report was generated and emailed to the manager", "deployment finished and the health check is green", "the agent answered the question and closed the ticket"]),
+ "loop": (["infinite_loop"], ["the agent keeps doing the same thing without progress"],
+          ["opened the same web page ten times in a row", "the agent alternates between two actions forever", "it keeps asking the same clarifying question"]),
+ "tool_error": (["call_failed"], ["an integration or command returned an error"],
+                ["the database query failed with a syntax error", "the browser tool could not resolve the host", "the calculator tool returned NaN and an exception"]),
+ "needs_user": (["awaiting_user"], ["the agent is blocked until the user answers"],
+                ["should I pay with the saved card or a new one", "please confirm that I may send this email", "I could not find the file, can you tell me where it is"]),
+ "unsafe": (["dangerous_action"], ["the agent did something that could cause harm"],
+            ["the agent ran rm -rf on the home directory", "it shared the API keys in a public channel", "it transferred money without approval"]),
+ "coding": (["code"], ["a programming question"],
+            ["how do I reverse a linked list in Java", "my SQL query returns duplicate rows", "refactor this class to use dependency injection"]),
+ "math": (["mathematics"], ["a question about numbers or equations"],
+          ["what is 17 percent of 240", "find the derivative of sin x times x", "how many ways can 5 people sit in a row"]),
+ "writing": (["copywriting"], ["a request to compose or polish text"],
+             ["write a short poem about autumn", "make this email sound more polite", "summarise my essay in a catchy title"]),
+ "translation": (["translate"], ["a request to render text in another language"],
+                 ["what is the French word for window", "translate my resume into Italian", "how do I write thank you in Korean"]),
+ "medical": (["healthcare"], ["a question about the body, illness or medicine"],
+             ["my child has a rash and a high temperature", "how much vitamin D should an adult take", "is chest pain after running something to worry about"]),
+ "legal": (["law_question"], ["a question about rules, rights or contracts"],
+           ["can my employer fire me for being sick", "do I need a lawyer to write a will", "what happens if I break my lease early"]),
+}
+EXTRA_CUES = {  # dim -> per level, extra training cues
+ "urgency": [["no deadline on this", "take your time"], ["by the end of the week please", "in the coming days is fine"],
+             ["please get back to me this afternoon", "ideally before tonight"], ["this needs fixing in the next hour", "please prioritise this now"],
+             ["production is down, all hands now", "critical outage, respond immediately"]],
+ "anger": [["you have been wonderful", "thank you, all good"], ["this is a little irritating", "mildly bothered by this"],
+           ["I am quite upset about this", "this is getting on my nerves"], ["I am really mad at your company", "this is outrageous"],
+           ["I am beyond furious and will report you", "you are the worst, I hate this company"]],
+ "impact": [["nobody is affected", "it is purely cosmetic"], ["only my own account has the problem", "just one colleague saw it"],
+            ["our whole office team is affected", "a dozen people cannot work"], ["thousands of customers are affected", "most of our users see errors"],
+            ["the entire platform is down for everyone", "every user in every country is affected"]],
+}
+
+
+def _with_extra(alts: str, extra: list[str]) -> str:
+    parts = alts.split("|")
+    return "|".join(parts[:-1] + list(extra) + parts[-1:])
+
+
+for _spec in DOMAINS.values():
+    for _con, (_labels, _descs, _evidence, _stmt) in list(_spec["concepts"].items()):
+        _more = EXTRA[_con]
+        _spec["concepts"][_con] = (_with_extra(_labels, _more[0]), _with_extra(_descs, _more[1]),
+                                   _with_extra(_evidence, _more[2]), _stmt)
+
 # Score dimensions: cues per canonical level 0..4 ("a|b|HELD" each) and level descriptions per k
 # (train variants; the held-out variant is separate).
 SCORES = {
@@ -206,6 +310,9 @@ SCORES = {
     },
 }
 
+for _dim, _levels in EXTRA_CUES.items():
+    SCORES[_dim]["cues"] = [_with_extra(c, more) for c, more in zip(SCORES[_dim]["cues"], _levels)]
+
 # Instruction phrasings for choice questions: "{key}" is the state key; last one is held out.
 CHOICE_Q = {
     "support": "What does the customer want in `{key}`?|Which category fits `{key}`?|Route `{key}` to the right queue.|What is the main reason for `{key}`?",
@@ -225,6 +332,11 @@ TEMPLATES = [
     "Subject: update. {ev}, and {cue}. {dis}",
     "{cue}. {dis} Anyway, {ev}.",
     "Note from the queue: {ev}. Also: {dis} Priority remark: {cue}.",
+    "Customer wrote: {ev}. {dis} {cue}.",
+    "{dis} {ev} - {cue}.",
+    "Re: your request. {cue}. {ev}. {dis}",
+    "FYI {ev}; {cue}. {dis}",
+    # held out: the last N_HELD_TEMPLATES
     "Quick one - {dis} the real point: {ev}. {cue}.",
     "[{cue}] {ev}. {dis}",
 ]
@@ -232,6 +344,11 @@ N_HELD_TEMPLATES = 2
 DISTRACTORS = ["This is not about {x}.|I am not writing because of {x}.|Forget about {x} for a moment.",
                "Last year I had an issue where {x}, but that was solved.|Earlier, {x}, but that is fine now.|Someone once said {x}; never mind that."]
 NEGATED = "I am not saying that {x}.|To be clear, it is not the case that {x}.|Nobody here claims that {x}."
+
+
+CODED_LABEL_P = 0.15
+CODE_STYLES = [lambda i: chr(ord("A") + i), lambda i: f"option_{i + 1}", lambda i: f"Q{i + 1:02d}",
+               lambda i: f"team-{chr(ord('a') + i)}"]
 
 
 def split(alts: str, held: bool) -> list[str]:
@@ -284,11 +401,16 @@ def choice_record(rng: random.Random, held: bool) -> dict:
     options = [(dom, con)] + picked
     rng.shuffle(options)
     with_desc = rng.random() < 0.7
+    # Training only: now and then the labels are bare codes, so only the descriptions tell the options
+    # apart (the model has to read them, not remember label words). The held-out split never draws here.
+    codes = None
+    if not held and with_desc and rng.random() < CODED_LABEL_P:
+        codes = rng.choice(CODE_STYLES)
     criteria = {}
     gold_label = None
-    for d, c in options:
+    for i, (d, c) in enumerate(options):
         labels, descs = DOMAINS[d]["concepts"][c][:2]
-        label = rng.choice(split(labels, held))
+        label = rng.choice(split(labels, held)) if codes is None else codes(i)
         while label in criteria:  # label variants never collide in practice; keep it safe
             label += "_"
         criteria[label] = rng.choice(split(descs, held)) if with_desc else None

@@ -55,3 +55,17 @@ def test_heldout_label_sets_instructions_and_templates_unseen():
         text = next(iter(r["state"].values()))
         assert not any(text.startswith(f.split("{")[0]) and f.split("{")[0] for f in TEMPLATES[:-N_HELD_TEMPLATES]
                        if f not in held_frames)
+
+
+def test_training_pools_are_richer_than_heldout_and_codes_stay_in_training():
+    """Per concept the training split has >= 3 label names, >= 2 descriptions, >= 5 evidence phrasings
+    (few phrasings let a model memorise strings); bare-code labels appear only in training."""
+    for spec in DOMAINS.values():
+        for labels, descs, evidence, _ in spec["concepts"].values():
+            assert len(split(labels, False)) >= 3 and len(split(descs, False)) >= 2
+            assert len(split(evidence, False)) >= 5
+    train, held = make_dataset(0, 1500, 600)
+    coded = [r for r in train if r["questions"]["q"]["type"] == "choice" and "A" in r["questions"]["q"]["criteria"]
+             or "option_1" in r["questions"]["q"].get("criteria", {})]
+    assert coded and all(isinstance(r["questions"]["q"]["criteria"], dict) for r in coded)  # codes come with descriptions
+    assert not any(label in ("A", "option_1", "Q01", "team-a") for label in option_labels(held))

@@ -29,11 +29,15 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = TrainConfig()
     for name in ("epochs", "micro_batch", "grad_accum", "encoder_lr", "head_lr", "min_lr", "weight_decay",
                  "grad_clip", "rl_samples", "rl_weight", "seed", "freeze_layers", "head_layers", "max_len", "head_max_len", "max_steps",
-                 "time_budget_s", "calib_min_bucket_n", "target_error"):
+                 "time_budget_s", "calib_min_bucket_n", "target_error", "warmup_frac", "dropout", "length_window",
+                 "save_every"):
         value = getattr(defaults, name)
         kind = float if isinstance(value, float) or name in ("epochs", "time_budget_s") else int
         p.add_argument("--" + name.replace("_", "-"), type=kind, default=value)
     p.add_argument("--loss", choices=("rlcd", "soft-ce"), default=defaults.loss)
+    p.add_argument("--device", default=defaults.device, help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
+    p.add_argument("--amp", choices=("auto", "bf16", "off"), default=defaults.amp,
+                   help="autocast dtype (auto: bf16 on CUDA, off on the CPU)")
     p.add_argument("--shuffle-options", action="store_true")
     p.add_argument("--freeze-encoder", action="store_true")
     p.add_argument("--freeze-embeddings", action="store_true")

