@@ -33,13 +33,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
-# Learning rates: a fresh head at 1e-3 (the first CPU run) blew the head's residual stream up ~20x within
-# 60 steps and the scorer answered uniform (logit range 0.000); 1e-4 encoder / 3e-4 head stays stable.
-TRAIN_ARGS = dict(epochs=1, loss="soft-ce", micro_batch=16, grad_accum=1, encoder_lr=1e-4, head_lr=3e-4,
+# Fresh head: with head_layers=2 at head lr 1e-3 (the first CPU run) the head's residual stream grew ~20x
+# within 60 steps and the scorer answered uniform (logit range 0.000). head_layers=0 (scorer on the
+# encoder's marker states; 46 MB fp16) has no residual stream to blow up and learnt fastest in the
+# CPU diagnostics; dropout 0 (see TrainConfig.dropout).
+TRAIN_ARGS = dict(epochs=1, loss="soft-ce", micro_batch=16, grad_accum=1, encoder_lr=1e-4, head_lr=1e-3,
                   warmup_frac=0.06, max_len=192, head_max_len=128, calib_min_bucket_n=120, shuffle_options=True,
-                  dropout=0.0, head_layers=2)
+                  dropout=0.0, head_layers=0)
+TUNABLE = ("epochs", "micro_batch", "grad_accum", "encoder_lr", "head_lr", "warmup_frac", "head_layers", "max_len",
+           "head_max_len", "dropout", "save_every", "length_window", "build_workers", "loss")
 TYPES = ("choice", "score", "noul")
 EMBED_FIT_N = 900  # training examples used to fit the embedding baseline's scale
+BASELINE_TRAIN_N = 20000  # training records the baselines read (majority frequencies, embedding fit)
 
 
 def ensure_data(data_dir: str, seed: int = 0, n_train: int | None = None, n_heldout: int | None = None) -> None:
@@ -94,11 +99,25 @@ def slices(records: list[tuple], probs: list[np.ndarray]) -> dict:
     }
 
 
-def load_split(path: str):
+def load_split(path: str, limit: int | None = None):
+    """(examples, metas) of the first `limit` records (all when None)."""
+    import itertools
+    import tempfile
+
     from laya.train.data import load_gold_jsonl
 
-    metas = [json.loads(line)["meta"] for line in open(path, encoding="utf-8") if line.strip()]
-    examples = load_gold_jsonl(path)
+    with open(path, encoding="utf-8") as f:
+        lines = [line for line in itertools.islice(f, limit) if line.strip()]
+    metas = [json.loads(line)["meta"] for line in lines]
+    if limit is None:
+        examples = load_gold_jsonl(path)
+    else:
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", encoding="utf-8", delete=False) as tmp:
+            tmp.writelines(lines)
+        try:
+            examples = load_gold_jsonl(tmp.name)
+        finally:
+            os.remove(tmp.name)
     assert len(examples) == len(metas), "one question per record expected"
     return examples, metas
 
@@ -251,7 +270,7 @@ def data_note(data_dir: str) -> str:
 
 
 def run_eval(run_dir: str, data_dir: str, out_dir: str, device: str = "cpu") -> dict:
-    train_examples, _ = load_split(os.path.join(data_dir, "train.jsonl"))
+    train_examples, _ = load_split(os.path.join(data_dir, "train.jsonl"), BASELINE_TRAIN_N)
     held, metas = load_split(os.path.join(data_dir, "heldout.jsonl"))
     records = [(ex.question.qtype_id, ex.target, ex.question.k, m) for ex, m in zip(held, metas)]
     started = time.time()
@@ -318,12 +337,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--train-rows", type=int, default=None, help="rows to generate (default 6000)")
     parser.add_argument("--heldout-rows", type=int, default=None, help="held-out rows to generate (default 900)")
     parser.add_argument("--time-budget-s", type=float, default=1500.0)
-    for name in ("epochs", "micro_batch", "grad_accum", "encoder_lr", "head_lr", "warmup_frac", "head_layers",
-                 "max_len", "head_max_len", "dropout", "save_every", "length_window"):
-        kind = int if name in ("micro_batch", "grad_accum", "head_layers", "max_len", "head_max_len", "save_every",
-                               "length_window") else float
-        parser.add_argument("--" + name.replace("_", "-"), type=kind, default=None)
+    ints = ("micro_batch", "grad_accum", "head_layers", "max_len", "head_max_len", "save_every", "length_window",
+            "build_workers")
+    for name in TUNABLE:
+        if name != "loss":
+            parser.add_argument("--" + name.replace("_", "-"), type=int if name in ints else float, default=None)
     parser.add_argument("--loss", choices=("soft-ce", "rlcd"), default=None)
+    parser.add_argument("--fixed-rows", action="store_true", help="build the shuffled rows once (large data, GPU)")
     parser.add_argument("--keep-state", action="store_true", help="keep trainer_state.pt (resumable, ~300 MB)")
     return parser
 
@@ -332,13 +352,15 @@ def train_config(args):
     from laya.train import TrainConfig
 
     fields = dict(TRAIN_ARGS)
-    for name in ("epochs", "micro_batch", "grad_accum", "encoder_lr", "head_lr", "warmup_frac", "head_layers",
-                 "max_len", "head_max_len", "dropout", "save_every", "length_window", "loss"):
+    for name in TUNABLE:
         value = getattr(args, name)
         if value is not None:
             fields[name] = value
+    if args.fixed_rows:
+        fields["fixed_rows"] = True
+    tty = sys.stderr.isatty()
     return TrainConfig(**fields, time_budget_s=args.time_budget_s, keep_state=args.keep_state, device=args.device,
-                       progress=sys.stderr.isatty())
+                       progress=tty, log_every=0 if tty else 250)
 
 
 def make_data(args) -> None:

@@ -247,3 +247,23 @@ def test_training_dropout_and_lr_schedule():
     assert opt.param_groups[0]["lr"] == pytest.approx(1.0)
     set_lr(opt, 20, 100, cfg, progress=1.0)  # a spent time budget anneals to min_lr whatever the step
     assert opt.param_groups[0]["lr"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_build_rows_same_with_worker_processes(tiny_checkpoint, monkeypatch):
+    """Row building in worker processes (the GPU path) gives exactly the rows of the in-process path."""
+    import laya.train.loop as loop
+
+    model, tok, cfg = loop.init_model(tiny_checkpoint)
+    examples = tiny_examples(30)
+    monkeypatch.setattr(loop, "ROW_CHUNK", 8)
+    here = loop.build_rows(tok, examples, cfg, "s:0", workers=0)
+    there = loop.build_rows(tok, examples, cfg, "s:0", workers=2)
+    assert len(here) == len(there) == 30
+    for (a, ta), (b, tb) in zip(here, there):
+        assert a.ids.tolist() == b.ids.tolist() and a.markers == b.markers and a.qtype == b.qtype
+        np.testing.assert_array_equal(ta, tb)
+    assert [r.ids.tolist() for r, _ in here] != [r.ids.tolist() for r, _ in loop.build_rows(tok, examples, cfg, "s:1")]
+    batch, target = loop.tensors(tok, here[:5])
+    plain, _ = loop.tensors(tok, loop.make_rows(tok, examples[:5], cfg, None))
+    assert batch.input_ids.shape[0] == 5 and target.shape == batch.marker_mask.shape
+    assert plain.input_ids.dtype == batch.input_ids.dtype == torch.int64

@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in ("epochs", "micro_batch", "grad_accum", "encoder_lr", "head_lr", "min_lr", "weight_decay",
                  "grad_clip", "rl_samples", "rl_weight", "seed", "freeze_layers", "head_layers", "max_len", "head_max_len", "max_steps",
                  "time_budget_s", "calib_min_bucket_n", "target_error", "warmup_frac", "dropout", "length_window",
-                 "save_every"):
+                 "save_every", "build_workers"):
         value = getattr(defaults, name)
         kind = float if isinstance(value, float) or name in ("epochs", "time_budget_s") else int
         p.add_argument("--" + name.replace("_", "-"), type=kind, default=value)
@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--amp", choices=("auto", "bf16", "off"), default=defaults.amp,
                    help="autocast dtype (auto: bf16 on CUDA, off on the CPU)")
     p.add_argument("--shuffle-options", action="store_true")
+    p.add_argument("--fixed-rows", action="store_true", help="build the shuffled rows once, reuse them every epoch")
     p.add_argument("--freeze-encoder", action="store_true")
     p.add_argument("--freeze-embeddings", action="store_true")
     p.add_argument("--keep-state", action="store_true", help="keep trainer_state.pt after the run")

@@ -29,7 +29,7 @@ import torch
 from ..answers import temp_bucket
 from ..calibrate import fit_abstention_thresholds, fit_temperature_map
 from ..questions import keeps_tail, render_state
-from ..sequence import build_row, collate, encode, scrub_mask
+from ..sequence import Batch, build_row, collate, encode, scrub_mask, tokenizer_view
 from .data import Example, check_finite, load_examples, with_option_order
 from .objectives import rlcd_loss, sigma_at, soft_ce_loss
 
@@ -74,6 +74,10 @@ class TrainConfig:
     # Batches are shuffled, then sorted by length inside windows of this many batches: small windows
     # keep question types and option counts mixed within a batch (one type per batch is a noisy step).
     length_window: int = 4
+    # Build the (option-shuffled) token rows once and reuse them every epoch instead of re-shuffling and
+    # re-tokenising per epoch: for large generated data, where building rows would starve a GPU.
+    fixed_rows: bool = False
+    build_workers: int = 0  # processes that build token rows (0: in this process)
     device: str = "auto"  # "auto": CUDA when available, else the CPU
     amp: str = "auto"  # "bf16" or "off"; "auto": bf16 autocast on CUDA, off on the CPU
     head_layers: int = 2  # decision-head layers for a fresh head (a laya checkpoint base keeps its own)
@@ -86,6 +90,7 @@ class TrainConfig:
     min_abstain_n: int = 10
     keep_state: bool = False
     progress: bool = True
+    log_every: int = 0  # also print one plain line every this many steps to stderr (0: none), e.g. for logs
     extra: dict = field(default_factory=dict)  # free-form notes copied into the metadata
 
 
@@ -204,6 +209,47 @@ def make_rows(tok: Any, examples: Sequence[Example], cfg: dict, rng: random.Rand
     return out
 
 
+@dataclass
+class TrainRow:
+    """What collation needs from a row (ids as int32), compact enough to keep 10^5-10^6 of them."""
+
+    ids: np.ndarray
+    markers: list
+    qtype: int
+
+
+ROW_CHUNK = 2048
+_worker_state: dict = {}
+
+
+def _row_chunk(examples: Sequence[Example], seed: str | None, tok: Any = None, cfg: dict | None = None) -> list[tuple]:
+    tok = tok if tok is not None else _worker_state["tok"]
+    cfg = cfg if cfg is not None else _worker_state["cfg"]
+    rows = make_rows(tok, examples, cfg, None if seed is None else random.Random(seed))
+    return [(TrainRow(np.asarray(r.ids, dtype=np.int32), list(r.markers), r.qtype), t) for r, t in rows]
+
+
+def _init_worker(tok: Any, cfg: dict) -> None:
+    torch.set_num_threads(1)
+    _worker_state.update(tok=tok, cfg=cfg)
+
+
+def build_rows(tok: Any, examples: Sequence[Example], cfg: dict, seed: str | None, workers: int = 0) -> list[tuple]:
+    """make_rows in chunks of ROW_CHUNK examples, chunk i shuffled by Random(f"{seed}:{i}") (no shuffle when
+    seed is None): the same rows whatever the number of worker processes."""
+    chunks = [examples[i:i + ROW_CHUNK] for i in range(0, len(examples), ROW_CHUNK)]
+    seeds = [None if seed is None else f"{seed}:{i}" for i in range(len(chunks))]
+    if workers <= 1 or len(chunks) == 1:
+        return [row for c, sd in zip(chunks, seeds) for row in _row_chunk(c, sd, tok, cfg)]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    ctx = multiprocessing.get_context("spawn")  # no fork of a process that holds CUDA or tokenizer threads
+    with ProcessPoolExecutor(min(workers, len(chunks)), mp_context=ctx, initializer=_init_worker,
+                             initargs=(tok, cfg)) as pool:
+        return [row for part in pool.map(_row_chunk, chunks, seeds) for row in part]
+
+
 def batches(rows: list[tuple], size: int, rng: random.Random, window_batches: int = 4) -> list[list[tuple]]:
     """Shuffled batches, sorted by length within windows of `window_batches` batches: some padding
     saved while each batch still mixes question types and option counts (1 = plain random batches)."""
@@ -218,8 +264,26 @@ def batches(rows: list[tuple], size: int, rng: random.Random, window_batches: in
     return out
 
 
+def collate_train(rows: list[TrainRow], pad_id: int) -> Batch:
+    """Right-padded batch of TrainRows (the layout of sequence.collate)."""
+    n, width, k = len(rows), max(len(r.ids) for r in rows), max(len(r.markers) for r in rows)
+    input_ids = np.full((n, width), pad_id, dtype=np.int64)
+    attention_mask = np.zeros((n, width), dtype=np.int64)
+    marker_pos = np.zeros((n, k), dtype=np.int64)
+    marker_mask = np.zeros((n, k), dtype=np.bool_)
+    for i, r in enumerate(rows):
+        input_ids[i, :len(r.ids)] = r.ids
+        attention_mask[i, :len(r.ids)] = 1
+        marker_pos[i, :len(r.markers)] = r.markers
+        marker_mask[i, :len(r.markers)] = True
+    qtype = np.array([r.qtype for r in rows], dtype=np.int64)
+    return Batch(*(torch.from_numpy(a) for a in (input_ids, attention_mask, marker_pos, marker_mask, qtype)), rows)
+
+
 def tensors(tok: Any, chunk: list[tuple]):
-    batch = collate([r for r, _ in chunk], tok.pad_token_id)
+    rows = [r for r, _ in chunk]
+    pad = tokenizer_view(tok).pad_id
+    batch = collate_train(rows, pad) if isinstance(rows[0], TrainRow) else collate(rows, pad)
     target = torch.zeros(batch.marker_mask.shape, dtype=torch.float32)
     for i, (_, t) in enumerate(chunk):
         target[i, :len(t)] = torch.as_tensor(t, dtype=torch.float32)
@@ -271,7 +335,8 @@ def make_optimizer(model, config: TrainConfig) -> torch.optim.Optimizer:
     spec = [("enc", config.encoder_lr, config.weight_decay), ("enc_nd", config.encoder_lr, 0.0),
             ("head", config.head_lr, config.weight_decay), ("head_nd", config.head_lr, 0.0)]
     params = [{"params": groups[g], "lr": lr, "base_lr": lr, "weight_decay": wd} for g, lr, wd in spec if groups[g]]
-    return torch.optim.AdamW(params, betas=(0.9, 0.98), eps=1e-6)
+    on_cuda = all(p.is_cuda for g in params for p in g["params"])
+    return torch.optim.AdamW(params, betas=(0.9, 0.98), eps=1e-6, **({"fused": True} if on_cuda else {}))
 
 
 def set_lr(opt, step: int, total: int, config: TrainConfig, progress: float | None = None) -> None:
@@ -279,9 +344,10 @@ def set_lr(opt, step: int, total: int, config: TrainConfig, progress: float | No
     used) replaces step / total when it is further along, so a time-limited run still anneals."""
     warm = max(1, int(total * config.warmup_frac))
     done = step / max(1, total) if progress is None else max(step / max(1, total), progress)
+    ramp = max((step + 1) / warm, done / config.warmup_frac if config.warmup_frac > 0 else 1.0)
     for g in opt.param_groups:
-        if step < warm:
-            g["lr"] = g["base_lr"] * (step + 1) / warm
+        if ramp < 1.0:
+            g["lr"] = g["base_lr"] * ramp
         else:
             p = min(1.0, max(0.0, (done - config.warmup_frac) / max(1e-9, 1.0 - config.warmup_frac)))
             g["lr"] = config.min_lr + (g["base_lr"] - config.min_lr) * 0.5 * (1 + math.cos(math.pi * p))
@@ -408,10 +474,19 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     elapsed_before = log[-1]["elapsed_s"] if log else 0.0
     stopped = "steps"
     model.train()
+    fixed = None
+    if config.fixed_rows and step < total:
+        fixed = build_rows(tok, examples, cfg, f"{config.seed}:rows" if config.shuffle_options else None,
+                           config.build_workers)
+        started = time.time()  # the time budget (and its LR schedule) counts from the first step
     while step < total:
         epoch = step // per_epoch
         rng = random.Random(f"{config.seed}:{epoch}")
-        rows = make_rows(tok, examples, cfg, rng if config.shuffle_options else None)
+        if fixed is not None:
+            rows = fixed
+        else:
+            rows = build_rows(tok, examples, cfg, f"{config.seed}:{epoch}" if config.shuffle_options else None,
+                              config.build_workers)
         plan = batches(rows, config.micro_batch, rng, config.length_window)
         skip = (step % per_epoch) * config.grad_accum  # resume inside an epoch at the same batch
         plan = plan[skip:]
@@ -449,6 +524,9 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
                         "logit_range": round(spread / n_rows, 4), "lr_head": opt.param_groups[-1]["lr"],
                         "elapsed_s": round(elapsed, 1)})
             bar.show(step, f"loss {mean_loss:.4f}")
+            if config.log_every and step % config.log_every == 0:
+                print(f"laya-train: step {step} epoch {epoch} loss {mean_loss:.4f} logit_range {spread / n_rows:.3f} "
+                      f"lr_head {opt.param_groups[-1]['lr']:.2e} {elapsed:.0f}s", file=sys.stderr, flush=True)
             if step % config.save_every == 0 or step == total:
                 _save_state(state_path, model, opt, step, log)
             if config.time_budget_s is not None and elapsed >= config.time_budget_s:
