@@ -410,6 +410,7 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
 
     from laya.agent import host_array
     from laya.answers import Calibration, DecodePlan, check_min_confidence
+    from laya.pipeline import checked_questions
     from laya.sequence import tokenizer_view
 
     tok = agent.tok
@@ -424,7 +425,7 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
         t0 = time.perf_counter()
         check_min_confidence(None)
         texts = [render_state(s) for s in states]
-        qs = check_questions(questions)
+        qs = checked_questions(questions)  # validated question sets are remembered, as in _answer
         t1 = time.perf_counter()
         cal = Calibration(agent.temperature, agent.temperature_by_options, agent.lang_temperatures, agent.binning_map)
         heads = [build_head(tok, q, head_max_len) for q in qs]
