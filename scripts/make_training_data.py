@@ -346,6 +346,12 @@ DISTRACTORS = ["This is not about {x}.|I am not writing because of {x}.|Forget a
 NEGATED = "I am not saying that {x}.|To be clear, it is not the case that {x}.|Nobody here claims that {x}."
 
 
+# Training only: this share of choice and score states also names the right option (its label, its
+# description or its level text), so the option markers can first learn to find their own option in the
+# state. Without such rows the CPU diagnostics sat at the uniform answer for 250+ steps on this data;
+# with 30% of them the loss left the plateau after ~75 steps.
+LEXICAL_P = 0.2
+HINT_FRAMES = ["Re: {hint}. {text}", "{text} (tag: {hint})", "[{hint}] {text}", "{text} Topic: {hint}."]
 CODED_LABEL_P = 0.15
 CODE_STYLES = [lambda i: chr(ord("A") + i), lambda i: f"option_{i + 1}", lambda i: f"Q{i + 1:02d}",
                lambda i: f"team-{chr(ord('a') + i)}"]
@@ -421,8 +427,18 @@ def choice_record(rng: random.Random, held: bool) -> dict:
     q = {"type": "choice", "instructions": instructions,
          "criteria": criteria if with_desc else list(criteria)}
     gold = soft_onehot(list(criteria), gold_label, 0.04)
-    return {"state": {key: state[key]}, "questions": {"q": q}, "gold": {"q": {"probabilities": gold}},
-            "meta": {"type": "choice", "domain": dom, "k": len(criteria), "distractor": other is not None}}
+    text, lexical = state[key], False
+    if not held and codes is None and rng.random() < LEXICAL_P:  # training only: see LEXICAL_P
+        hint = gold_label.replace("_", " ") if not with_desc or rng.random() < 0.5 else criteria[gold_label]
+        text, lexical = with_hint(rng, text, hint), True
+    return {"state": {key: text}, "questions": {"q": q}, "gold": {"q": {"probabilities": gold}},
+            "meta": {"type": "choice", "domain": dom, "k": len(criteria), "distractor": other is not None,
+                     **({"lexical": True} if lexical else {})}}
+
+
+def with_hint(rng: random.Random, text: str, hint: str) -> str:
+    frame = rng.choice(HINT_FRAMES)
+    return frame.format(hint=hint, text=text)
 
 
 def score_record(rng: random.Random, held: bool) -> dict:
@@ -439,8 +455,10 @@ def score_record(rng: random.Random, held: bool) -> dict:
     q = {"type": "score", "instructions": rng.choice(split(SCORES[dim]["q"][0] + "|" + SCORES[dim]["q"][1], held)).format(key=key),
          "criteria": levels}
     gold = {str(i): round(w / total, 6) for i, w in enumerate(weights)}
-    return {"state": state, "questions": {"q": q}, "gold": {"q": {"probabilities": gold}},
-            "meta": {"type": "score", "domain": dom, "k": k, "dim": dim, "level": level}}
+    meta = {"type": "score", "domain": dom, "k": k, "dim": dim, "level": level}
+    if not held and target == int(target) and rng.random() < LEXICAL_P:  # training only, no tie: see LEXICAL_P
+        state[key], meta["lexical"] = with_hint(rng, state[key], levels[int(target)]), True
+    return {"state": state, "questions": {"q": q}, "gold": {"q": {"probabilities": gold}}, "meta": meta}
 
 
 def noul_record(rng: random.Random, held: bool) -> dict:

@@ -69,3 +69,19 @@ def test_training_pools_are_richer_than_heldout_and_codes_stay_in_training():
              or "option_1" in r["questions"]["q"].get("criteria", {})]
     assert coded and all(isinstance(r["questions"]["q"]["criteria"], dict) for r in coded)  # codes come with descriptions
     assert not any(label in ("A", "option_1", "Q01", "team-a") for label in option_labels(held))
+
+
+def test_lexical_hints_only_in_training():
+    """Some training states name their right option (a bootstrap for the option markers); held-out never."""
+    train, held = make_dataset(0, 900, 600)
+    hinted = [r for r in train if r["meta"].get("lexical")]
+    assert 0.05 < len(hinted) / len(train) < 0.2
+    assert not any(r["meta"].get("lexical") for r in held)
+    for r in hinted:
+        q, text = r["questions"]["q"], next(iter(r["state"].values()))
+        gold = max(r["gold"]["q"]["probabilities"], key=r["gold"]["q"]["probabilities"].get)
+        if q["type"] == "score":
+            assert q["criteria"][int(gold)] in text
+        else:
+            criteria = q["criteria"] if isinstance(q["criteria"], dict) else {c: None for c in q["criteria"]}
+            assert gold.replace("_", " ") in text or (criteria[gold] and criteria[gold] in text)
