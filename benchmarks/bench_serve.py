@@ -142,7 +142,7 @@ def start_server(checkpoint: str, port: int, backend: str, batching: bool, args:
     cmd = [sys.executable, "-m", "laya.serve.main", "--host", "127.0.0.1", "--port", str(port),
            "--threads", str(args.server_threads), "--backend", backend,
            "--model", f"bench={checkpoint}", "--default-model", "bench", "--models", "bench", "--device", args.device,
-           "--max-concurrent", "1024", "--max-queue-rows", "100000", "--log-level", "warning",
+           "--max-concurrent", str(args.server_max_concurrent), "--max-queue-rows", "100000", "--log-level", "warning",
            "--batch-window-ms", str(args.window_ms)]
     if args.max_batch_rows:
         cmd += ["--max-batch-rows", str(args.max_batch_rows)]
@@ -507,6 +507,9 @@ def main() -> int:
     p.add_argument("--max-batch-rows", type=int, default=None, help="server --max-batch-rows (default: its own)")
     p.add_argument("--max-batch-tokens", type=int, default=None, help="server --max-batch-tokens (rows x max_len, "
                    "512 assumed, per pass; default: its own)")
+    p.add_argument("--server-max-concurrent", type=int, default=0,
+                   help="server --max-concurrent (default 0: twice the largest client count, so no cell sees a 503; "
+                   "the server's own default is 16)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--server-threads", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                    help="torch intra-op threads in the server (default: half the cores; the generator needs the rest)")
@@ -520,6 +523,8 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.clients = [int(c) for c in args.clients.split(",") if c.strip()]
     args.batching = [{"off": False, "on": True}[b.strip()] for b in args.batching.split(",") if b.strip()]
+    if args.server_max_concurrent <= 0:  # each client has at most one request in flight
+        args.server_max_concurrent = 2 * max([*args.clients, args.rate_clients if args.rate_dps else 0, 8])
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     started = dt.datetime.now(dt.timezone.utc)

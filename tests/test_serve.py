@@ -246,6 +246,7 @@ def test_strict_projection_is_the_exact_jev_shape(router):
     (b'{"state": "x", "questions": {}, "max_len": NaN}', "invalid JSON"),
     (b"\xff\xfe{}", "UTF-8"),
     (b'{"state": "\\ud800 lone", "questions": {}}', "lone UTF-16 surrogate"),
+    (b'{"state": "x", "questions": {"\\uDC00": {}}}', "lone UTF-16 surrogate"),  # upper case, in a key
     (json.dumps({"state": "x"}).encode(), "'questions' is missing"),
     (json.dumps({"questions": QUESTIONS}).encode(), "'state' is missing"),
     (json.dumps({"state": None, "questions": QUESTIONS}).encode(), "'state' is null"),
@@ -466,6 +467,17 @@ def test_config_env_and_flags():
     assert cfg.extra_models == {"support": "/models/support", "other": "/m/other"}
     with pytest.raises(ValueError, match="LAYA_PORT='eighty' is not an integer"):
         serve_config.from_env({"LAYA_PORT": "eighty"})
+    # admission: the spec's default of 16, raised by the variable or the flag (the flag wins)
+    assert serve_config.from_env({}).max_concurrent == 16
+    assert serve_config.from_env({"LAYA_MAX_CONCURRENT": "300"}).max_concurrent == 300
+    assert serve_config.from_args(["--max-concurrent", "64"], {"LAYA_MAX_CONCURRENT": "300"}).max_concurrent == 64
+    # access log off and GC freezing on unless asked otherwise
+    cfg = serve_config.from_env({})
+    assert cfg.access_log is False and cfg.gc_freeze is True
+    cfg = serve_config.from_args(["--access-log", "--no-gc-freeze"], {})
+    assert cfg.access_log is True and cfg.gc_freeze is False
+    cfg = serve_config.from_env({"LAYA_ACCESS_LOG": "1", "LAYA_GC_FREEZE": "off"})
+    assert cfg.access_log is True and cfg.gc_freeze is False
     with pytest.raises(ValueError, match="max_concurrent=0 must be a positive integer"):
         serve_config.from_env({"LAYA_MAX_CONCURRENT": "0"})
     with pytest.raises(ValueError, match="NAME=SOURCE"):

@@ -64,6 +64,7 @@ def without_jev(result: dict) -> dict:
 
 
 def serve(router, **cfg):
+    cfg = {"max_concurrent": 256, **cfg}  # the default 16 would refuse most of 32 concurrent clients
     app = create_app(ServeConfig(preload=True, models=("tiny",), **cfg), router=router)
     app.state.server.start()
     return app
@@ -203,3 +204,58 @@ def test_batcher_does_not_wait_when_nobody_is_arriving():
         assert time.perf_counter() - start < 1.0  # the 2 s window is skipped: no request is on its way
     finally:
         b.stop()
+
+
+# ---- host-side settings --------------------------------------------------------------------------------
+
+def test_gc_freeze_after_loading_and_restored_on_stop(router):
+    import gc
+
+    from laya.serve.app import GC_THRESHOLD
+
+    before = gc.get_threshold()
+    app = serve(router)
+    server = app.state.server
+    try:
+        assert gc.get_threshold() == GC_THRESHOLD and gc.get_freeze_count() > 0
+        assert server._gc_names == frozenset(router.loaded)
+        server.router.unload()  # an eviction or idle unload: everything is unfrozen, collected, frozen again
+        server.settle_gc()
+        assert server._gc_names == frozenset() and gc.get_freeze_count() > 0
+    finally:
+        server.stop()
+        router.preload(["tiny"])
+    assert gc.get_threshold() == before
+    gc.unfreeze()
+    app = serve(router, gc_freeze=False)
+    try:
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    finally:
+        app.state.server.stop()
+
+
+def test_on_route_hooks_never_run_on_the_event_loop(tiny_checkpoint):
+    """Plain routing runs inline on the loop (cheaper than a thread hop); an on_route hook may block, so a
+    router with one routes on a worker thread, and the answers are the same."""
+    seen = []
+
+    class Watch:
+        def on_route(self, ctx):
+            try:
+                asyncio.get_running_loop()
+                seen.append("loop")
+            except RuntimeError:
+                seen.append("thread")
+
+    hooked = Router(models={"tiny": tiny_checkpoint}, default="tiny", device="cpu", hooks=[Watch()])
+    bodies = [request_for(i) for i in range(6)]
+    app = serve(hooked)
+    try:
+        responses = asyncio.run(fire(app, bodies, clients=3))
+    finally:
+        app.state.server.stop()
+    assert all(r.status_code == 200 for r in responses) and seen == ["thread"] * len(bodies)
+    for b, r in zip(bodies, responses):
+        assert_same(without_jev(r.json()), json.loads(json.dumps(hooked.predict(b["state"], b["questions"],
+                                                                                model="tiny",
+                                                                                max_len=b.get("max_len")))))

@@ -28,8 +28,10 @@ class ServeConfig:
     api_key: str | None = None
     root_path: str = ""
     log_level: str = "info"
+    access_log: bool = False  # uvicorn's per-request access log line (off unless asked: it costs every request)
+    gc_freeze: bool = True  # after a checkpoint loads: collect once, then freeze what survives (no full-GC stalls)
     # admission and limits
-    max_concurrent: int = 256  # requests admitted at once (the batcher wants many in flight)
+    max_concurrent: int = 16  # requests admitted at once; raise it (--max-concurrent) so batches can fill
     max_queue_rows: int = 4096  # decisions waiting for the worker; beyond -> 429
     max_body_bytes: int = 2 * 1024 * 1024
     body_read_timeout: float = 10.0
@@ -95,7 +97,8 @@ ENV = {
     "LAYA_MAX_LOADED": ("max_loaded", _int), "LAYA_AUTO_TASK": ("auto_task", _bool),
     "LAYA_THREADS": ("threads", _int), "LAYA_IDLE_UNLOAD_SECONDS": ("idle_unload_seconds", _float),
     "LAYA_API_KEY": ("api_key", _text), "LAYA_ROOT_PATH": ("root_path", _text),
-    "LAYA_LOG_LEVEL": ("log_level", _text), "LAYA_MAX_CONCURRENT": ("max_concurrent", _int),
+    "LAYA_LOG_LEVEL": ("log_level", _text), "LAYA_ACCESS_LOG": ("access_log", _bool),
+    "LAYA_GC_FREEZE": ("gc_freeze", _bool), "LAYA_MAX_CONCURRENT": ("max_concurrent", _int),
     "LAYA_MAX_QUEUE_ROWS": ("max_queue_rows", _int), "LAYA_MAX_BODY_BYTES": ("max_body_bytes", _int),
     "LAYA_BODY_READ_TIMEOUT": ("body_read_timeout", _float), "LAYA_MAX_TOKEN_BUDGET": ("max_token_budget", _int),
     "LAYA_MAX_BATCH_TOKENS": ("max_batch_tokens", _int), "LAYA_JEV_STRICT": ("jev_strict", _bool),
@@ -165,7 +168,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--api-key", help="require 'Authorization: Bearer KEY' (prefer LAYA_API_KEY: flags show in ps)")
     p.add_argument("--root-path")
     p.add_argument("--log-level")
-    p.add_argument("--max-concurrent", type=int)
+    p.add_argument("--access-log", action="store_true", default=None, help="log one line per request (uvicorn)")
+    p.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false", default=None,
+                   help="leave Python's garbage collector as it is (default: freeze what a checkpoint load leaves "
+                   "and collect the young generation less often)")
+    p.add_argument("--max-concurrent", type=int, help="requests admitted at once (default 16; excess -> 503). "
+                   "Batching fills a forward only from requests in flight: raise it for many clients")
     p.add_argument("--max-queue-rows", type=int)
     p.add_argument("--max-body-bytes", type=int)
     p.add_argument("--body-read-timeout", type=float)

@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level=cfg.log_level.lower(),
-                timeout_keep_alive=5)
+                access_log=cfg.access_log, timeout_keep_alive=5)
     return 0
 
 

@@ -8,6 +8,7 @@ names the bad value and what to send instead; the body is Jev-shaped: `{"detail"
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,9 @@ REFUSED_KEYS = ("hooks", "on_predict_start", "on_predict_end", "hooks_raise", "h
 ITEM_KEYS = ("model", "max_len", "head_max_len", "task", "lang", "lang_guess", "min_confidence")
 SINGLE_KEYS = ("state", "questions", *ITEM_KEYS)
 BATCH_KEYS = ("states", "questions", *ITEM_KEYS, "batch_size", "sort_by_length")
+# A surrogate can only enter the parsed body through a \uD800-\uDFFF escape (strict UTF-8 bytes carry none), so a
+# body without one needs no walk over its strings.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
 class ApiError(Exception):
@@ -55,6 +59,7 @@ class Decision:
     min_confidence: Any
     batch_size: int | None = None
     sort_by_length: bool = False
+    chars: int = 0  # rendered state length (what routing's language detection reads)
 
     @property
     def row_width(self) -> int:
@@ -73,7 +78,7 @@ def parse_json(body: bytes) -> Any:
         data = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise ApiError(400, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
-    where = _lone_surrogate(data, "body")
+    where = _lone_surrogate(data, "body") if _SURROGATE_ESCAPE.search(body) else None
     if where is not None:
         raise ApiError(400, f"{where} contains a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape); "
                             "send valid Unicode text")
@@ -175,7 +180,8 @@ def check_limits(qs: list[Question], max_choice_options: int = MAX_CHOICE_OPTION
         raise ApiError(413, f"the questions have {total} options in all; the limit is {MAX_TOTAL_OPTIONS} per request")
 
 
-def check_state(state: Any, where: str) -> None:
+def check_state(state: Any, where: str) -> int:
+    """The rendered state's length, once it is known to be within the limit."""
     if state is None:
         raise ApiError(400, f"'{where}' is null; send a string, a JSON object or a list of turns")
     try:
@@ -185,6 +191,7 @@ def check_state(state: Any, where: str) -> None:
     if len(text) > MAX_STATE_CHARS:
         raise ApiError(413, f"'{where}' is {len(text)} characters; the limit is {MAX_STATE_CHARS} per state: "
                             "shorten it or split it into several requests")
+    return len(text)
 
 
 def _questions(body: dict, max_choice_options: int) -> tuple[dict, int]:
@@ -227,9 +234,9 @@ def parse_single(data: Any, registered: list[str], resolve: Any, budget: int,
     _check_keys(body, SINGLE_KEYS, REFUSED_KEYS)
     if "state" not in body:
         raise ApiError(400, "'state' is missing; send the text (or JSON data) to decide about")
-    check_state(body["state"], "state")
+    chars = check_state(body["state"], "state")
     questions, n = _questions(body, max_choice_options)
-    return Decision(body["state"], questions, n, **_controls(body, registered, resolve, budget))
+    return Decision(body["state"], questions, n, **_controls(body, registered, resolve, budget), chars=chars)
 
 
 def parse_batch(data: Any, registered: list[str], resolve: Any, budget: int,
@@ -243,8 +250,7 @@ def parse_batch(data: Any, registered: list[str], resolve: Any, budget: int,
         raise ApiError(400, f"'states' must be a non-empty list, got {states!r:.80}")
     if len(states) > MAX_BATCH_STATES:
         raise ApiError(413, f"{len(states)} states in one batch; the limit is {MAX_BATCH_STATES}: split the batch")
-    for i, state in enumerate(states):
-        check_state(state, f"states[{i}]")
+    chars = [check_state(state, f"states[{i}]") for i, state in enumerate(states)]
     questions, n = _questions(body, max_choice_options)
     controls = _controls(body, registered, resolve, budget)
     batch_size = body.get("batch_size")
@@ -255,5 +261,5 @@ def parse_batch(data: Any, registered: list[str], resolve: Any, budget: int,
         sort_by_length = False
     if not isinstance(sort_by_length, bool):
         raise ApiError(422, f"sort_by_length must be true or false, got {sort_by_length!r}")
-    return [Decision(state, questions, n, **controls, batch_size=batch_size, sort_by_length=sort_by_length)
-            for state in states]
+    return [Decision(state, questions, n, **controls, batch_size=batch_size, sort_by_length=sort_by_length,
+                     chars=c) for state, c in zip(states, chars)]
