@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from .questions import Question
+from .wordpiece import AsciiWordPiece
 
 OPTION_TOKEN_CAP = 48  # tokens of one option text before its [MASK] is prepended
 MIN_INSTRUCTION_BUDGET = 16  # below this many free head tokens, option spans are squeezed
@@ -40,12 +41,15 @@ class TokenizerView:
         self.cls_id, self.sep_id, self.pad_id = tok.cls_token_id, tok.sep_token_id, tok.pad_token_id
         self.mask_id, self.mask_token = tok.mask_token_id, tok.mask_token
         self.backend = None
+        self.ascii: AsciiWordPiece | None = None
         if getattr(tok, "backend_tokenizer", None) is not None:
             from tokenizers import Tokenizer
 
             self.backend = Tokenizer.from_str(tok.backend_tokenizer.to_str())
             self.backend.no_padding()
             self.backend.no_truncation()
+            # BERT WordPiece tokenizers: plain-ASCII texts get the same ids from Python, ~5x faster
+            self.ascii = AsciiWordPiece.for_backend(self.backend)
         self.tok = weakref.ref(tok)
         self.heads: OrderedDict = OrderedDict()  # (question, head_max_len) -> Head, least recent first
 
@@ -69,9 +73,21 @@ def encode(tok: Any, text: str) -> list[int]:
 
 
 def encode_many(tok: Any, texts: list[str]) -> list[list[int]]:
-    """`encode` for several texts in one call to the Rust backend when there is one (parallel across
-    cores, no offsets computed: less per-call overhead than `tok(...)`)."""
+    """`encode` for several texts: plain-ASCII texts of a BERT WordPiece tokenizer in Python (laya.wordpiece,
+    same ids), the rest in one call to the Rust backend when there is one (parallel across cores, no
+    offsets computed: less per-call overhead than `tok(...)`)."""
     view = tokenizer_view(tok)
+    ascii_wp = view.ascii
+    if ascii_wp is not None:  # pure Python on a read-only vocabulary: no lock needed
+        out = [ascii_wp.encode(t) for t in texts]
+        if None not in out:
+            return out  # type: ignore[return-value]
+        rest = iter(rust_encode(tok, view, [t for t, ids in zip(texts, out) if ids is None]))
+        return [next(rest) if ids is None else ids for ids in out]
+    return rust_encode(tok, view, texts)
+
+
+def rust_encode(tok: Any, view: TokenizerView, texts: list[str]) -> list[list[int]]:
     with TOKENIZER_LOCK:
         if view.backend is not None:
             fast = getattr(view.backend, "encode_batch_fast", view.backend.encode_batch)

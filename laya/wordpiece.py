@@ -1,0 +1,126 @@
+"""Plain-ASCII text through a BERT WordPiece tokenizer, in Python: the Rust tokenizer's exact ids, faster.
+
+For a tokenizer.json of exactly this shape -- BertNormalizer, BertPreTokenizer, WordPiece model -- and a
+text made only of printable ASCII plus tab, newline and carriage return, the Rust pipeline reduces to:
+
+  * normaliser: control characters are removed (there are none), tab/newline/CR become spaces, the text
+    is lower-cased when `lowercase` is set; Chinese-character spacing and accent stripping change no
+    ASCII character;
+  * pre-tokeniser: split on whitespace (dropped) and on each ASCII punctuation character (kept alone),
+    i.e. the words are the runs of letters and digits and the single punctuation characters;
+  * WordPiece: a word longer than `max_input_chars_per_word` is [UNK]; otherwise greedy longest match
+    from the left, continuation pieces carrying the `##` prefix, and [UNK] for the whole word when some
+    position matches nothing.
+
+Rust's `NormalizedString` keeps per-character alignments through all of this, which costs far more than
+the lookups themselves (about 5x on a 100-word ticket). `AsciiWordPiece` does the same three steps with
+str methods, a regex and dict lookups, and answers None for any text it does not cover -- non-ASCII,
+other control characters, or text containing an added token (those are split out before normalisation
+by the Rust side) -- so callers send those to the Rust tokenizer. tests/test_wordpiece.py checks the
+ids against the Rust tokenizer on generated texts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# After lower-casing and with whitespace as the separator: runs of letters/digits, or one ASCII
+# punctuation character (Rust's char::is_ascii_punctuation: 0x21-0x2F, 0x3A-0x40, 0x5B-0x60, 0x7B-0x7E).
+_WORDS = re.compile(r"[0-9A-Za-z]+|[!-/:-@\[-`{-~]")
+# Anything but printable ASCII, tab, newline and carriage return: not covered, Rust tokenises it.
+_NOT_COVERED = re.compile(r"[^\t\n\r -~]")
+
+
+class AsciiWordPiece:
+    """`encode(text) -> ids | None` for one qualifying tokenizer (see `for_backend`)."""
+
+    __slots__ = ("vocab", "unk_id", "prefix", "max_chars", "lowercase", "added")
+
+    def __init__(self, vocab: dict, unk_id: int, prefix: str, max_chars: int, lowercase: bool, added: tuple):
+        self.vocab = vocab
+        self.unk_id = unk_id
+        self.prefix = prefix
+        self.max_chars = max_chars
+        self.lowercase = lowercase
+        self.added = added  # lower-cased added-token strings (raw and normalised forms)
+
+    @classmethod
+    def for_backend(cls, backend: Any) -> "AsciiWordPiece | None":
+        """The fast path for a `tokenizers.Tokenizer`, or None when its pipeline is not exactly
+        BertNormalizer + BertPreTokenizer + WordPiece (or anything about it cannot be read)."""
+        try:
+            spec = json.loads(backend.to_str())
+            normalizer, pre, model = spec.get("normalizer"), spec.get("pre_tokenizer"), spec.get("model")
+            if not isinstance(normalizer, dict) or normalizer.get("type") != "BertNormalizer":
+                return None
+            if pre != {"type": "BertPreTokenizer"}:
+                return None
+            if not isinstance(model, dict) or model.get("type") != "WordPiece":
+                return None
+            vocab = backend.get_vocab(with_added_tokens=False)
+            unk = model.get("unk_token")
+            prefix = model.get("continuing_subword_prefix")
+            max_chars = model.get("max_input_chars_per_word")
+            if unk not in vocab or not isinstance(prefix, str) or isinstance(max_chars, bool) \
+                    or not isinstance(max_chars, int):
+                return None
+            lowercase = normalizer.get("lowercase")
+            if not isinstance(lowercase, bool):
+                return None
+            added = set()
+            for token in spec.get("added_tokens") or ():
+                content = token["content"]
+                added.add(content.lower())
+                if token.get("normalized"):
+                    added.add(backend.normalizer.normalize_str(content).lower())
+            if "" in added:
+                return None
+            return cls(vocab, vocab[unk], prefix, max_chars, lowercase, tuple(added))
+        except Exception:  # noqa: BLE001 - an unexpected layout: no fast path, Rust does everything
+            return None
+
+    def encode(self, text: str) -> list[int] | None:
+        """The ids `Tokenizer.encode(text, add_special_tokens=False)` gives, or None when not covered."""
+        if _NOT_COVERED.search(text) is not None:
+            return None
+        lowered = text.lower()
+        for token in self.added:  # an added token would be split out first: leave such text to Rust
+            if token in lowered:
+                return None
+        vocab = self.vocab
+        get = vocab.get
+        max_chars = self.max_chars
+        ids: list[int] = []
+        append = ids.append
+        for word in _WORDS.findall(lowered if self.lowercase else text):
+            if len(word) > max_chars:
+                append(self.unk_id)
+                continue
+            whole = get(word)
+            if whole is not None:  # the usual case: the word is one vocabulary entry
+                append(whole)
+                continue
+            append_pieces(ids, word, get, self.prefix, self.unk_id)
+        return ids
+
+
+def append_pieces(ids: list[int], word: str, get: Any, prefix: str, unk_id: int) -> None:
+    """WordPiece's greedy longest-match-first split of one word (not a whole vocabulary entry)."""
+    pieces = []
+    start, n = 0, len(word)
+    while start < n:
+        end = n
+        found = None
+        while start < end:
+            found = get(word[start:end] if start == 0 else prefix + word[start:end])
+            if found is not None:
+                break
+            end -= 1
+        if found is None:
+            ids.append(unk_id)
+            return
+        pieces.append(found)
+        start = end
+    ids.extend(pieces)
