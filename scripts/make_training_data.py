@@ -1,9 +1,10 @@
 """A typed-decision dataset (choice / score / noul) that regenerates exactly from a seed.
 
-    python scripts/make_training_data.py OUT_DIR [--seed 0] [--train 6000] [--heldout 900]
+    python scripts/make_training_data.py OUT_DIR [--seed 0] [--train 6000] [--heldout 900] [--calib 3000]
 
-Writes OUT_DIR/train.jsonl and OUT_DIR/heldout.jsonl in the laya.train gold-probability format
-(`{"state", "questions", "gold": {qid: {"probabilities": {...}}}, "meta"}`), one question per record.
+Writes OUT_DIR/train.jsonl, OUT_DIR/heldout.jsonl and OUT_DIR/calib.jsonl in the laya.train
+gold-probability format (`{"state", "questions", "gold": {qid: {"probabilities": {...}}}, "meta"}`), one
+question per record.
 
 Six domains (support tickets, emails, moderation, security events, agent traces, routing requests),
 each with concepts, severity cues and statements. Every string pool is split in two: the training
@@ -11,7 +12,21 @@ split draws label names, label descriptions, evidence phrasings, state templates
 phrasings from the first part, the held-out split ONLY from the last part, so held-out label sets and
 templates never occur in training. States carry distractors (a second, negated or past concept) and
 noul statements are negated about half of the time.
-Importable: `make_dataset(seed, n_train, n_heldout) -> (train_records, heldout_records)`.
+
+Calibration split (calib.jsonl): temperatures and abstention thresholds must be fitted on data as unseen
+as the evaluation's, so the calib split owns strings of its own. From every pool's training part (all
+but the held-out last item) one item is carved out for it (`calib_owned(seed)`: per pool, a seeded
+`random.Random(f"{seed}:carve:{pool}")` picks it; state templates give up N_CALIB_TEMPLATES), and the
+score level texts get a third, calib-only variant (SCORES[dim]["calib"]). The calib split draws ONLY
+carved strings (plus its own score levels), never training or held-out ones, and like the held-out split
+has no lexical hints and no bare-code labels. Consequences:
+- the held-out split is byte-identical to before the calib split existed (its draws are unchanged);
+- the training split keeps its random stream: each record makes the same draws as before, and where a
+  draw lands on a carved string it is replaced by a uniform pick from the rest of that pool (a separate
+  substitution generator), so training only loses what the calib split owns (per concept it keeps 2 of
+  its 3 label names, 1 of 2 descriptions, 4 of 5 evidence phrasings; 8 of its 10 state templates).
+Importable: `make_dataset(seed, n_train, n_heldout) -> (train_records, heldout_records)` and
+`make_splits(seed, n_train, n_heldout, n_calib) -> {"train", "heldout", "calib"}`.
 """
 
 from __future__ import annotations
@@ -270,7 +285,7 @@ for _spec in DOMAINS.values():
                                    _with_extra(_evidence, _more[2]), _stmt)
 
 # Score dimensions: cues per canonical level 0..4 ("a|b|HELD" each) and level descriptions per k
-# (train variants; the held-out variant is separate).
+# (train variants; the held-out and the calib variants are separate).
 SCORES = {
     "urgency": {
         "cues": ["no rush at all, whenever you can|this can wait until next month|no hurry on this one",
@@ -283,6 +298,8 @@ SCORES = {
                   4: ["can wait a week", "in a few days", "today", "right now"]},
         "held": {3: ["low priority", "same day", "critical"], 5: ["whenever", "in days", "by tonight", "very soon", "emergency"],
                  4: ["backlog", "soon", "urgent", "critical now"]},
+        "calib": {3: ["relaxed timeline", "fairly soon", "asap"], 5: ["someday", "next week", "end of day", "within hours", "at once"],
+                  4: ["no deadline", "moderately soon", "pressing", "immediate"]},
     },
     "anger": {
         "cues": ["thanks so much, you are great|I appreciate your help|have a lovely day",
@@ -295,6 +312,8 @@ SCORES = {
                   4: ["calm", "annoyed", "angry", "furious"]},
         "held": {3: ["relaxed", "irritated", "livid"], 5: ["pleased", "bothered", "upset", "irate", "hostile"],
                  4: ["content", "irked", "mad", "raging"]},
+        "calib": {3: ["composed", "vexed", "incensed"], 5: ["cheerful", "a bit put out", "exasperated", "fuming", "seething"],
+                  4: ["at ease", "displeased", "cross", "apoplectic"]},
     },
     "impact": {
         "cues": ["it affects nobody else|only a cosmetic detail|just me and it does not matter much",
@@ -307,6 +326,8 @@ SCORES = {
                   4: ["one person", "a team", "many users", "everyone"]},
         "held": {3: ["isolated", "partial", "global"], 5: ["none", "individual", "group", "large share", "total"],
                  4: ["individual", "group", "widespread", "total"]},
+        "calib": {3: ["contained", "moderate spread", "company-wide"], 5: ["no one", "a single user", "a department", "most users", "all users"],
+                  4: ["single person", "small group", "broad", "universal"]},
     },
 }
 
@@ -357,42 +378,106 @@ CODE_STYLES = [lambda i: chr(ord("A") + i), lambda i: f"option_{i + 1}", lambda 
                lambda i: f"team-{chr(ord('a') + i)}"]
 
 
+N_CALIB_TEMPLATES = 2  # state templates carved out of the training ones for the calib split
+PARTS = ("train", "calib", "held")
+
+
 def split(alts: str, held: bool) -> list[str]:
-    """The training part (all but the last) or the held-out part (the last) of an "a|b|HELD" list."""
+    """The non-held part (all but the last: training, minus what the calib split owns) or the held-out
+    part (the last) of an "a|b|HELD" list."""
     parts = alts.split("|")
     return parts[-1:] if held else parts[:-1]
+
+
+def carve_pools() -> list[tuple[list[str], int, int]]:
+    """Every string pool the generator draws from, as (items, how many the calib split takes, how many
+    last items are held out); the hard-noul clause pool, a concatenation of listed pools, is not listed."""
+    pools = []
+    for spec in DOMAINS.values():
+        for labels, descs, evid, _ in spec["concepts"].values():
+            pools += [(labels.split("|"), 1, 1), (descs.split("|"), 1, 1), (evid.split("|"), 1, 1)]
+    for dim in sorted(SCORES):
+        pools += [(cue.split("|"), 1, 1) for cue in SCORES[dim]["cues"]]
+        pools.append(((SCORES[dim]["q"][0] + "|" + SCORES[dim]["q"][1]).split("|"), 1, 1))
+    pools += [(CHOICE_Q[d].split("|"), 1, 1) for d in sorted(CHOICE_Q)]
+    pools += [(NOUL_Q.split("|"), 1, 1), (NEGATED.split("|"), 1, 1)] + [(d.split("|"), 1, 1) for d in DISTRACTORS]
+    pools.append((list(TEMPLATES), N_CALIB_TEMPLATES, N_HELD_TEMPLATES))
+    return pools
+
+
+_OWNED: dict[int, frozenset] = {}
+
+
+def calib_owned(seed: int) -> frozenset:
+    """The strings the calib split owns for this seed: from each pool's training part (the held-out
+    items excluded: the last item, the last N_HELD_TEMPLATES templates), `take` items chosen by
+    random.Random(f"{seed}:carve:{pool}"). Training never draws them."""
+    if seed not in _OWNED:
+        owned = set()
+        for items, take, n_held in carve_pools():
+            owned |= set(random.Random(f"{seed}:carve:{'|'.join(items)}").sample(items[:-n_held], take))
+        for items, _, n_held in carve_pools():  # training keeps at least one item of every pool
+            assert [x for x in items[:-n_held] if x not in owned], items
+        _OWNED[seed] = frozenset(owned)
+    return _OWNED[seed]
+
+
+class Part:
+    """Which split a record belongs to and how it draws strings from a pool."""
+
+    def __init__(self, name: str, seed: int):
+        if name not in PARTS:
+            raise ValueError(f"part must be one of {PARTS}, got {name!r}")
+        self.name, self.unseen = name, name != "train"
+        self.owned = calib_owned(seed)
+        self.side = random.Random(f"{seed}:{name}:substitute")  # training: replaces draws of carved strings
+
+    def pick(self, rng: random.Random, pool, n_held: int = 1) -> str:
+        """held: from the last n_held items (exactly the draw the generator always made); calib: from the
+        carved items of the rest; train: the same draw as always over the rest, a carved pick replaced by
+        a uniform pick (from the substitution generator) among the non-carved ones."""
+        items = pool.split("|") if isinstance(pool, str) else list(pool)
+        if self.name == "held":
+            return rng.choice(items[-n_held:])
+        seen = items[:-n_held]
+        if self.name == "calib":
+            return rng.choice([x for x in seen if x in self.owned])
+        x = rng.choice(seen)
+        if x in self.owned:
+            x = self.side.choice([y for y in seen if y not in self.owned])
+        return x
 
 
 def concept_pool() -> list[tuple[str, str]]:
     return [(d, c) for d, spec in DOMAINS.items() for c in spec["concepts"]]
 
 
-def evidence(dom: str, con: str, rng: random.Random, held: bool) -> str:
-    return rng.choice(split(DOMAINS[dom]["concepts"][con][2], held))
+def evidence(dom: str, con: str, rng: random.Random, part: Part) -> str:
+    return part.pick(rng, DOMAINS[dom]["concepts"][con][2])
 
 
-def make_state(rng: random.Random, dom: str, con: str, held: bool, level: int, negate_other: bool) -> tuple[dict, str | None]:
+def make_state(rng: random.Random, dom: str, con: str, part: Part, level: int, negate_other: bool) -> tuple[dict, str | None]:
     """A dict state {key: text}; the text names `con`, carries the level-`level` cue of a random score
     dimension and, when negate_other, a negated or past mention of another concept (the distractor)."""
     key = DOMAINS[dom]["key"]
-    templates = TEMPLATES[-N_HELD_TEMPLATES:] if held else TEMPLATES[:-N_HELD_TEMPLATES]
     dim = rng.choice(sorted(SCORES))
-    cue = rng.choice(split(SCORES[dim]["cues"][level], held))
+    cue = part.pick(rng, SCORES[dim]["cues"][level])
     other = None
     dis = ""
     if negate_other:
         other = rng.choice([c for c in DOMAINS[dom]["concepts"] if c != con])
-        frame = rng.choice(split(rng.choice(DISTRACTORS), held))
-        dis = frame.format(x=evidence(dom, other, rng, held))
-    text = rng.choice(templates).format(ev=evidence(dom, con, rng, held), dis=dis, cue=cue)
+        frame = part.pick(rng, rng.choice(DISTRACTORS))
+        dis = frame.format(x=evidence(dom, other, rng, part))
+    template = part.pick(rng, TEMPLATES, N_HELD_TEMPLATES)
+    text = template.format(ev=evidence(dom, con, rng, part), dis=dis, cue=cue)
     text = " ".join(text.split())
     return {key: text[0].upper() + text[1:], "_dim": dim}, other
 
 
-def choice_record(rng: random.Random, held: bool) -> dict:
+def choice_record(rng: random.Random, part: Part) -> dict:
     dom, con = rng.choice(concept_pool())
     spec = DOMAINS[dom]
-    state, other = make_state(rng, dom, con, held, rng.randrange(5), rng.random() < 0.5)
+    state, other = make_state(rng, dom, con, part, rng.randrange(5), rng.random() < 0.5)
     state.pop("_dim")
     k = rng.choice([2, 3, 4, 5, 6, 8, 10, 12, 16, 20]) if rng.random() < 0.5 else rng.randint(2, 7)
     same = [c for c in spec["concepts"] if c != con]
@@ -408,27 +493,27 @@ def choice_record(rng: random.Random, held: bool) -> dict:
     rng.shuffle(options)
     with_desc = rng.random() < 0.7
     # Training only: now and then the labels are bare codes, so only the descriptions tell the options
-    # apart (the model has to read them, not remember label words). The held-out split never draws here.
+    # apart (the model has to read them, not remember label words). Held-out and calib never draw here.
     codes = None
-    if not held and with_desc and rng.random() < CODED_LABEL_P:
+    if not part.unseen and with_desc and rng.random() < CODED_LABEL_P:
         codes = rng.choice(CODE_STYLES)
     criteria = {}
     gold_label = None
     for i, (d, c) in enumerate(options):
         labels, descs = DOMAINS[d]["concepts"][c][:2]
-        label = rng.choice(split(labels, held)) if codes is None else codes(i)
+        label = part.pick(rng, labels) if codes is None else codes(i)
         while label in criteria:  # label variants never collide in practice; keep it safe
             label += "_"
-        criteria[label] = rng.choice(split(descs, held)) if with_desc else None
+        criteria[label] = part.pick(rng, descs) if with_desc else None
         if c == con and d == dom:
             gold_label = label
     key = spec["key"]
-    instructions = rng.choice(split(CHOICE_Q[dom], held)).format(key=key)
+    instructions = part.pick(rng, CHOICE_Q[dom]).format(key=key)
     q = {"type": "choice", "instructions": instructions,
          "criteria": criteria if with_desc else list(criteria)}
     gold = soft_onehot(list(criteria), gold_label, 0.04)
     text, lexical = state[key], False
-    if not held and codes is None and rng.random() < LEXICAL_P:  # training only: see LEXICAL_P
+    if not part.unseen and codes is None and rng.random() < LEXICAL_P:  # training only: see LEXICAL_P
         hint = gold_label.replace("_", " ") if not with_desc or rng.random() < 0.5 else criteria[gold_label]
         text, lexical = with_hint(rng, text, hint), True
     return {"state": {key: text}, "questions": {"q": q}, "gold": {"q": {"probabilities": gold}},
@@ -441,42 +526,42 @@ def with_hint(rng: random.Random, text: str, hint: str) -> str:
     return frame.format(hint=hint, text=text)
 
 
-def score_record(rng: random.Random, held: bool) -> dict:
+def score_record(rng: random.Random, part: Part) -> dict:
     dom, con = rng.choice(concept_pool())
     level = rng.randrange(5)
-    state, _ = make_state(rng, dom, con, held, level, rng.random() < 0.3)
+    state, _ = make_state(rng, dom, con, part, level, rng.random() < 0.3)
     dim = state.pop("_dim")
     key = DOMAINS[dom]["key"]
     k = rng.choice([3, 4, 5])
-    levels = SCORES[dim]["held" if held else "train"][k]
+    levels = SCORES[dim][part.name][k]
     target = level * (k - 1) / 4.0
     weights = [math.exp(-0.5 * ((i - target) / 0.45) ** 2) for i in range(k)]
     total = sum(weights)
-    q = {"type": "score", "instructions": rng.choice(split(SCORES[dim]["q"][0] + "|" + SCORES[dim]["q"][1], held)).format(key=key),
+    q = {"type": "score", "instructions": part.pick(rng, SCORES[dim]["q"][0] + "|" + SCORES[dim]["q"][1]).format(key=key),
          "criteria": levels}
     gold = {str(i): round(w / total, 6) for i, w in enumerate(weights)}
     meta = {"type": "score", "domain": dom, "k": k, "dim": dim, "level": level}
-    if not held and target == int(target) and rng.random() < LEXICAL_P:  # training only, no tie: see LEXICAL_P
+    if not part.unseen and target == int(target) and rng.random() < LEXICAL_P:  # training only, no tie: see LEXICAL_P
         state[key], meta["lexical"] = with_hint(rng, state[key], levels[int(target)]), True
     return {"state": state, "questions": {"q": q}, "gold": {"q": {"probabilities": gold}}, "meta": meta}
 
 
-def noul_record(rng: random.Random, held: bool) -> dict:
+def noul_record(rng: random.Random, part: Part) -> dict:
     dom, con = rng.choice(concept_pool())
     spec = DOMAINS[dom]
     truth = rng.random() < 0.5
     asked = con if truth else rng.choice([c for c in spec["concepts"] if c != con])
     # Half of the false cases are hard: the state mentions the asked concept, negated or in the past.
     hard = not truth and rng.random() < 0.5
-    state, _ = make_state(rng, dom, con, held, rng.randrange(5), False)
+    state, _ = make_state(rng, dom, con, part, rng.randrange(5), False)
     state.pop("_dim")
     key = spec["key"]
     text = state[key]
     if hard:
-        clause = rng.choice(split(rng.choice(DISTRACTORS) + "|" + NEGATED, held)).format(x=evidence(dom, asked, rng, held))
+        clause = part.pick(rng, rng.choice(DISTRACTORS) + "|" + NEGATED).format(x=evidence(dom, asked, rng, part))
         text = f"{text} {clause}" if rng.random() < 0.5 else f"{clause} {text}"
     stmt = spec["concepts"][asked][3]
-    q = {"type": "noul", "instructions": rng.choice(split(NOUL_Q, held)).format(key=key, stmt=stmt)}
+    q = {"type": "noul", "instructions": part.pick(rng, NOUL_Q).format(key=key, stmt=stmt)}
     if rng.random() < 0.3:
         q["criteria"] = {"true": f"yes, it does {stmt}", "false": f"no, it does not {stmt}"}
     p = 0.96 if truth else 0.04
@@ -490,14 +575,22 @@ def soft_onehot(labels: list, gold: str, eps: float) -> dict:
     return {lab: round((1 - eps) + eps / k if lab == gold else eps / k, 6) for lab in labels}
 
 
-def make_records(seed: int, n: int, held: bool) -> list[dict]:
-    rng = random.Random(f"{seed}:{'held' if held else 'train'}")
+def make_records(seed: int, n: int, part: str | bool) -> list[dict]:
+    """n records of one split ("train", "calib", "held"; True/False mean held/train)."""
+    name = {True: "held", False: "train"}.get(part, part) if isinstance(part, bool) else part
+    rng = random.Random(f"{seed}:{name}")
+    which = Part(name, seed)
     makers = (choice_record, score_record, noul_record)
-    return [makers[i % 3](rng, held) for i in range(n)]
+    return [makers[i % 3](rng, which) for i in range(n)]
 
 
 def make_dataset(seed: int = 0, n_train: int = 6000, n_heldout: int = 900) -> tuple[list[dict], list[dict]]:
-    return make_records(seed, n_train, False), make_records(seed, n_heldout, True)
+    return make_records(seed, n_train, "train"), make_records(seed, n_heldout, "held")
+
+
+def make_splits(seed: int = 0, n_train: int = 6000, n_heldout: int = 900, n_calib: int = 3000) -> dict:
+    return {"train": make_records(seed, n_train, "train"), "heldout": make_records(seed, n_heldout, "held"),
+            "calib": make_records(seed, n_calib, "calib")}
 
 
 def write_jsonl(path: str, records: list[dict]) -> None:
@@ -512,12 +605,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train", type=int, default=6000)
     parser.add_argument("--heldout", type=int, default=900)
+    parser.add_argument("--calib", type=int, default=3000, help="calibration rows (0: no calib.jsonl)")
     args = parser.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
-    train, held = make_dataset(args.seed, args.train, args.heldout)
-    write_jsonl(os.path.join(args.out_dir, "train.jsonl"), train)
-    write_jsonl(os.path.join(args.out_dir, "heldout.jsonl"), held)
-    print(f"wrote {len(train)} training and {len(held)} held-out records to {args.out_dir}")
+    splits = make_splits(args.seed, args.train, args.heldout, args.calib)
+    write_jsonl(os.path.join(args.out_dir, "train.jsonl"), splits["train"])
+    write_jsonl(os.path.join(args.out_dir, "heldout.jsonl"), splits["heldout"])
+    if args.calib:
+        write_jsonl(os.path.join(args.out_dir, "calib.jsonl"), splits["calib"])
+    print(f"wrote {len(splits['train'])} training, {len(splits['heldout'])} held-out and {len(splits['calib'])} "
+          f"calibration records to {args.out_dir}")
     return 0
 
 

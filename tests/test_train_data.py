@@ -85,3 +85,85 @@ def test_lexical_hints_only_in_training():
         else:
             criteria = q["criteria"] if isinstance(q["criteria"], dict) else {c: None for c in q["criteria"]}
             assert gold.replace("_", " ") in text or (criteria[gold] and criteria[gold] in text)
+
+
+# ---- the calibration split ---------------------------------------------------------------------------
+
+import hashlib  # noqa: E402
+import random  # noqa: E402
+
+import make_training_data as mtd  # noqa: E402
+
+# sha256 of heldout.jsonl written by the generator BEFORE the calib split existed (commit 5f3a6c0), for
+# the H200 run's arguments and for the defaults: the held-out split must never move.
+HELDOUT_SHA256 = {3000: "7f0dcb26c6e38b44aa8fca3b4ce6f3224af7d30731b36cc7eeb96d0f5bee7a06",
+                  900: "69d452d6234781cdb257406e99637be5854f46843bca4e5389781146ca63e451"}
+
+
+def test_heldout_byte_identical_to_before_the_calib_split(tmp_path):
+    for n, digest in HELDOUT_SHA256.items():
+        main([str(tmp_path / str(n)), "--seed", "0", "--train", "30", "--heldout", str(n), "--calib", "60"])
+        assert hashlib.sha256((tmp_path / str(n) / "heldout.jsonl").read_bytes()).hexdigest() == digest
+    assert (tmp_path / "3000" / "calib.jsonl").is_file()
+
+
+def strings_of(record) -> set:
+    """Label names, descriptions, score level sets and the instruction of a record."""
+    q = record["questions"]["q"]
+    out = {"instr:" + q["instructions"]}
+    crit = q.get("criteria")
+    if q["type"] == "choice":
+        out |= {"label:" + c for c in crit}
+        if isinstance(crit, dict):
+            out |= {"desc:" + v for v in crit.values() if v}
+    elif q["type"] == "score":
+        out |= {"levels:" + json.dumps(crit)} | {"level:" + c for c in crit}
+    return out
+
+
+def test_calib_split_disjoint_from_train_and_heldout():
+    splits = mtd.make_splits(0, 1500, 900, 900)
+    train, held, calib = splits["train"], splits["heldout"], splits["calib"]
+    seen = {s for r in train + held for s in strings_of(r)}
+    mine = {s for r in calib for s in strings_of(r)}
+    assert mine and seen.isdisjoint(mine), sorted(seen & mine)[:5]
+    owned = mtd.calib_owned(0)
+    # every label / description / instruction of the calib split is a carved string (or its own score levels)
+    for r in calib:
+        q = r["questions"]["q"]
+        if q["type"] == "choice":
+            assert all(c in owned for c in q["criteria"])
+            assert all(v in owned for v in (q["criteria"].values() if isinstance(q["criteria"], dict) else []) if v)
+        if q["type"] == "score":
+            assert q["criteria"] in [v for s in mtd.SCORES.values() for v in s["calib"].values()]
+        assert not r["meta"].get("lexical")
+    # templates: the calib states come from carved templates, training never uses them
+    carved_templates = [t for t in mtd.TEMPLATES if t in owned]
+    assert len(carved_templates) == mtd.N_CALIB_TEMPLATES
+    assert not set(carved_templates) & set(mtd.TEMPLATES[-mtd.N_HELD_TEMPLATES:])
+    # the carve is seeded: the same seed carves the same strings, other seeds (almost surely) others
+    assert mtd.calib_owned(0) == owned and mtd.calib_owned(1) != owned
+    # no training record draws a carved string as a label, description, instruction, cue or evidence
+    train_texts = [json.dumps(r, ensure_ascii=False) for r in train]
+    evidence = {e for d in mtd.DOMAINS.values() for c in d["concepts"].values() for e in c[2].split("|")}
+    for s in owned & evidence:
+        assert not any(s in t for t in train_texts), s
+
+
+def test_train_split_only_loses_what_calib_owns(monkeypatch):
+    """The training stream is unchanged: a record whose draws never hit a carved string is identical to
+    what the generator made before the calib split (no carved strings); the others differ only there."""
+    n = 600
+    rng, part = random.Random("0:train"), mtd.Part("train", 0)
+    makers = (mtd.choice_record, mtd.score_record, mtd.noul_record)
+    new, substituted = [], []
+    for i in range(n):
+        before = part.side.getstate()
+        new.append(makers[i % 3](rng, part))
+        substituted.append(part.side.getstate() != before)
+    assert new == mtd.make_dataset(0, n, 0)[0]
+    monkeypatch.setitem(mtd._OWNED, 0, frozenset())  # the generator as it was: nothing carved
+    old = mtd.make_dataset(0, n, 0)[0]
+    assert [a["meta"] for a in old] == [b["meta"] for b in new]
+    assert all(a == b for a, b, s in zip(old, new, substituted) if not s)
+    assert 0 < sum(substituted) < n
