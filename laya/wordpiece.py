@@ -64,8 +64,8 @@ class AsciiWordPiece:
             prefix = model.get("continuing_subword_prefix")
             max_chars = model.get("max_input_chars_per_word")
             if unk not in vocab or not isinstance(prefix, str) or isinstance(max_chars, bool) \
-                    or not isinstance(max_chars, int):
-                return None
+                    or not isinstance(max_chars, int) or max(map(len, vocab), default=0) > max_chars:
+                return None  # (encode takes a whole-word vocabulary hit as never too long)
             lowercase = normalizer.get("lowercase")
             if not isinstance(lowercase, bool):
                 return None
@@ -89,21 +89,26 @@ class AsciiWordPiece:
         for token in self.added:  # an added token would be split out first: leave such text to Rust
             if token in lowered:
                 return None
-        vocab = self.vocab
-        get = vocab.get
-        max_chars = self.max_chars
+        words = _WORDS.findall(lowered if self.lowercase else text)
+        get = self.vocab.get
+        whole = list(map(get, words))  # the usual case: every word is one vocabulary entry ...
+        if None not in whole:
+            return whole  # ... and none is too long (no vocabulary entry is: checked in for_backend)
         ids: list[int] = []
-        append = ids.append
-        for word in _WORDS.findall(lowered if self.lowercase else text):
-            if len(word) > max_chars:
-                append(self.unk_id)
-                continue
-            whole = get(word)
-            if whole is not None:  # the usual case: the word is one vocabulary entry
-                append(whole)
-                continue
-            append_pieces(ids, word, get, self.prefix, self.unk_id)
-        return ids
+        done = 0
+        while True:  # copy the hits, split the misses (numbers, rare words) into pieces
+            try:
+                miss = whole.index(None, done)
+            except ValueError:
+                ids.extend(whole[done:])
+                return ids
+            ids.extend(whole[done:miss])
+            word = words[miss]
+            if len(word) > self.max_chars:
+                ids.append(self.unk_id)
+            else:
+                append_pieces(ids, word, get, self.prefix, self.unk_id)
+            done = miss + 1
 
 
 def append_pieces(ids: list[int], word: str, get: Any, prefix: str, unk_id: int) -> None:
