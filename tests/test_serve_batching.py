@@ -259,3 +259,25 @@ def test_on_route_hooks_never_run_on_the_event_loop(tiny_checkpoint):
         assert_same(without_jev(r.json()), json.loads(json.dumps(hooked.predict(b["state"], b["questions"],
                                                                                 model="tiny",
                                                                                 max_len=b.get("max_len")))))
+
+
+def test_question_sets_are_remembered_only_once_valid_and_per_option_limit():
+    from laya.serve import schema
+
+    many = {"q": {"type": "choice", "instructions": "pick", "criteria": [f"option {i}" for i in range(150)]}}
+    body = {"state": "x", "questions": many}
+    for _ in range(2):  # over the plain limit every time, before and after a tournament server accepted it
+        with pytest.raises(schema.ApiError) as e:
+            schema.parse_single(body, ["tiny"], lambda n: n, 8192)
+        assert e.value.status == 413
+        d = schema.parse_single(body, ["tiny"], lambda n: n, 8192, schema.MAX_CHOICE_OPTIONS_TOURNAMENT)
+        assert d.n_questions == 1 and d.questions is many and d.questions_key == json.dumps(many, ensure_ascii=False)
+    for _ in range(2):  # failures are never remembered
+        with pytest.raises(schema.ApiError) as e:
+            schema.parse_single({"state": "x", "questions": {"q": {"type": "nope"}}}, ["tiny"], lambda n: n, 8192)
+        assert e.value.status == 422 and "'type' is 'nope'" in e.value.detail
+    # remembered by exact JSON text: a set that differs in one character is its own entry
+    a = {"q": {"type": "score", "instructions": "how much?", "criteria": ["low", "high"]}}
+    b = {"q": {"type": "score", "instructions": "how much? ", "criteria": ["low", "high"]}}
+    assert schema.parse_single({"state": "x", "questions": a}, [], None, 8192).questions_key != \
+        schema.parse_single({"state": "x", "questions": b}, [], None, 8192).questions_key

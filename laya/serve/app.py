@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from .. import hooks as hooks_mod
 from ..registry import DEFAULT_MODELS
@@ -254,8 +255,9 @@ class Server:
                 options["batch_size"] = d.batch_size
             if d.sort_by_length:
                 options["sort_by_length"] = True
-            key = (decision["model"], json.dumps(d.questions, ensure_ascii=False), d.max_len, d.head_max_len, lang,
-                   json.dumps(d.min_confidence, sort_keys=True), d.batch_size, d.sort_by_length)
+            key = (decision["model"], d.questions_key or json.dumps(d.questions, ensure_ascii=False), d.max_len,
+                   d.head_max_len, lang, json.dumps(d.min_confidence, sort_keys=True), d.batch_size,
+                   d.sort_by_length)
             item = Item(key, decision["model"], d.state, d.questions, d.n_questions, d.row_width, options)
             out.append((item, dict(decision)))
         return out
@@ -406,13 +408,19 @@ def create_app(cfg: ServeConfig | None = None, router: Any = None) -> FastAPI:
         return JSONResponse({"detail": "missing or wrong API key; send 'Authorization: Bearer <key>'"},
                             status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
-    @app.post(SINGLE)
     async def systemone(request: Request) -> Response:
         return await server.answer(request, SINGLE)
 
-    @app.post(BATCH)
     async def systemone_batch(request: Request) -> Response:
         return await server.answer(request, BATCH)
+
+    # The decision routes read their own body, so they are plain Starlette routes placed first: FastAPI's
+    # per-request dependency solving and query parsing would only add time. The FastAPI routes below are
+    # never reached; they keep both routes in /openapi.json and /docs.
+    app.router.routes[:0] = [Route(SINGLE, systemone, methods=["POST"]),
+                             Route(BATCH, systemone_batch, methods=["POST"])]
+    app.post(SINGLE)(systemone)
+    app.post(BATCH)(systemone_batch)
 
     @app.get("/v1/models")
     async def models(request: Request) -> Response:

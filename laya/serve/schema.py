@@ -32,6 +32,10 @@ SINGLE_KEYS = ("state", "questions", *ITEM_KEYS)
 BATCH_KEYS = ("states", "questions", *ITEM_KEYS, "batch_size", "sort_by_length")
 # A surrogate can only enter the parsed body through a \uD800-\uDFFF escape (strict UTF-8 bytes carry none), so a
 # body without one needs no walk over its strings.
+# Question sets that passed validation, by their exact JSON text (and the choice-option limit): clients tend to
+# send the same few sets, and the text is needed anyway as the batcher's group key. Failures are never kept.
+_VALIDATED: dict[tuple[str, int], int] = {}
+_VALIDATED_MAX, _VALIDATED_MAX_CHARS = 256, 16384
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
@@ -60,6 +64,7 @@ class Decision:
     batch_size: int | None = None
     sort_by_length: bool = False
     chars: int = 0  # rendered state length (what routing's language detection reads)
+    questions_key: str = ""  # the question set's exact JSON text (the batcher groups by it)
 
     @property
     def row_width(self) -> int:
@@ -194,7 +199,7 @@ def check_state(state: Any, where: str) -> int:
     return len(text)
 
 
-def _questions(body: dict, max_choice_options: int) -> tuple[dict, int]:
+def _questions(body: dict, max_choice_options: int) -> tuple[dict, int, str]:
     if "questions" not in body or body["questions"] is None:
         raise ApiError(400, "'questions' is missing; send a JSON object {question_id: definition}")
     questions = body["questions"]
@@ -203,12 +208,20 @@ def _questions(body: dict, max_choice_options: int) -> tuple[dict, int]:
                             f"not {type(questions).__name__}")
     if len(questions) > MAX_QUESTIONS:
         raise ApiError(413, f"{len(questions)} questions in one request; the limit is {MAX_QUESTIONS}")
+    key = json.dumps(questions, ensure_ascii=False)
+    n = _VALIDATED.get((key, max_choice_options))
+    if n is not None:
+        return questions, n, key
     try:
         qs = check_questions(questions)
     except (ValueError, TypeError) as e:
         raise ApiError(422, str(e)) from None
     check_limits(qs, max_choice_options)
-    return questions, len(qs)
+    if len(key) <= _VALIDATED_MAX_CHARS:
+        if len(_VALIDATED) >= _VALIDATED_MAX:
+            _VALIDATED.clear()
+        _VALIDATED[(key, max_choice_options)] = len(qs)
+    return questions, len(qs), key
 
 
 def _controls(body: dict, registered: list[str], resolve: Any, budget: int) -> dict:
@@ -235,8 +248,9 @@ def parse_single(data: Any, registered: list[str], resolve: Any, budget: int,
     if "state" not in body:
         raise ApiError(400, "'state' is missing; send the text (or JSON data) to decide about")
     chars = check_state(body["state"], "state")
-    questions, n = _questions(body, max_choice_options)
-    return Decision(body["state"], questions, n, **_controls(body, registered, resolve, budget), chars=chars)
+    questions, n, key = _questions(body, max_choice_options)
+    return Decision(body["state"], questions, n, **_controls(body, registered, resolve, budget), chars=chars,
+                    questions_key=key)
 
 
 def parse_batch(data: Any, registered: list[str], resolve: Any, budget: int,
@@ -251,7 +265,7 @@ def parse_batch(data: Any, registered: list[str], resolve: Any, budget: int,
     if len(states) > MAX_BATCH_STATES:
         raise ApiError(413, f"{len(states)} states in one batch; the limit is {MAX_BATCH_STATES}: split the batch")
     chars = [check_state(state, f"states[{i}]") for i, state in enumerate(states)]
-    questions, n = _questions(body, max_choice_options)
+    questions, n, key = _questions(body, max_choice_options)
     controls = _controls(body, registered, resolve, budget)
     batch_size = body.get("batch_size")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
@@ -262,4 +276,4 @@ def parse_batch(data: Any, registered: list[str], resolve: Any, budget: int,
     if not isinstance(sort_by_length, bool):
         raise ApiError(422, f"sort_by_length must be true or false, got {sort_by_length!r}")
     return [Decision(state, questions, n, **controls, batch_size=batch_size, sort_by_length=sort_by_length,
-                     chars=c) for state, c in zip(states, chars)]
+                     chars=c, questions_key=key) for state, c in zip(states, chars)]
