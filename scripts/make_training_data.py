@@ -14,17 +14,13 @@ templates never occur in training. States carry distractors (a second, negated o
 noul statements are negated about half of the time.
 
 Calibration split (calib.jsonl): temperatures and abstention thresholds must be fitted on data as unseen
-as the evaluation's, so the calib split owns strings of its own. From every pool's training part (all
-but the held-out last item) one item is carved out for it (`calib_owned(seed)`: per pool, a seeded
-`random.Random(f"{seed}:carve:{pool}")` picks it; state templates give up N_CALIB_TEMPLATES), and the
-score level texts get a third, calib-only variant (SCORES[dim]["calib"]). The calib split draws ONLY
-carved strings (plus its own score levels), never training or held-out ones, and like the held-out split
-has no lexical hints and no bare-code labels. Consequences:
-- the held-out split is byte-identical to before the calib split existed (its draws are unchanged);
-- the training split keeps its random stream: each record makes the same draws as before, and where a
-  draw lands on a carved string it is replaced by a uniform pick from the rest of that pool (a separate
-  substitution generator), so training only loses what the calib split owns (per concept it keeps 2 of
-  its 3 label names, 1 of 2 descriptions, 4 of 5 evidence phrasings; 8 of its 10 state templates).
+as the evaluation's. The calib split draws every string from pools of its own (CALIB_* below: a label
+name, description and evidence phrasing per concept, score cues and level sets, instructions, distractor
+and negation frames, N_CALIB_TEMPLATES state templates), written in the generator's style and disjoint
+from both other splits; like the held-out split it has no lexical hints and no bare-code labels, and its
+records come from their own seeded stream (`random.Random(f"{seed}:calib")`). No string is taken from the
+training pools, so checkpoints trained before the calib split existed have not seen it either, and the
+training and held-out splits are byte-identical to before for the same seed and sizes.
 Importable: `make_dataset(seed, n_train, n_heldout) -> (train_records, heldout_records)` and
 `make_splits(seed, n_train, n_heldout, n_calib) -> {"train", "heldout", "calib"}`.
 """
@@ -367,6 +363,74 @@ DISTRACTORS = ["This is not about {x}.|I am not writing because of {x}.|Forget a
 NEGATED = "I am not saying that {x}.|To be clear, it is not the case that {x}.|Nobody here claims that {x}."
 
 
+# ---- the calibration split's own strings ---------------------------------------------------------------
+# Temperatures and abstention thresholds must be fitted on data as unseen as the evaluation's, by every
+# checkpoint trained on this generator, including those trained before the calib split existed. Carving
+# strings out of the training pools would not do that (an earlier checkpoint has trained on them), so the
+# calib split has pools of its own, written in the same style: one label name, description and evidence
+# phrasing per concept, one cue per score level, one score level set per k, one instruction per domain /
+# dimension / noul, one distractor frame per kind, one negation frame and N_CALIB_TEMPLATES templates.
+# Neither the training nor the held-out split ever draws from them, and they draw nothing else, so the
+# training and held-out splits stay byte-identical for the same seed and sizes.
+# concept: (label, description, evidence)
+CALIB_CONCEPTS = {
+ "refund": ("repayment", "the buyer asks to have the purchase amount credited back", "I was promised my 25 euros back after returning the lamp, where is it"),
+ "bug": ("software_fault", "a function of the product misbehaves or errors out", "since this morning the search field returns nothing but an error page"),
+ "billing": ("fee_dispute", "the writer questions an amount on their bill", "the statement lists a service charge I never agreed to"),
+ "cancel": ("termination", "the customer wants the contract ended", "please end my membership, I will not be renewing"),
+ "login": ("access_denied", "the user cannot enter their account", "the site keeps telling me my credentials are invalid even though they are right"),
+ "shipping": ("shipment_inquiry", "the buyer is asking where their goods are", "my order was meant to arrive last week and the carrier has no update"),
+ "feature": ("wishlist_item", "the user would like a new capability added", "an offline mode for the mobile app would help me a lot"),
+ "meeting": ("call_booking", "the sender wants to fix a date to talk", "could we get together on Tuesday afternoon to go over the plan"),
+ "phishing": ("impersonation", "a deceptive message fishing for logins or payments", "your bank account is suspended, confirm your PIN on this page to unlock it"),
+ "newsletter": ("mass_mailing", "a promotional message sent to a whole list", "exclusive members offer: two for one on all shoes until Sunday"),
+ "invoice_mail": ("payment_request", "a vendor wants an outstanding bill settled", "kindly transfer the 860 dollars for last month's consulting work"),
+ "job": ("talent_acquisition", "a message about a vacancy or an applicant", "we reviewed your application and would like to schedule a phone screen"),
+ "complaint": ("customer_grievance", "the writer is upset about how they were treated and wants it fixed", "I waited on hold for an hour and then got hung up on, this is unacceptable"),
+ "harassment": ("targeted_insult", "abusive words aimed at one member", "you are pathetic and should leave this forum forever"),
+ "spam_post": ("unsolicited_ads", "repetitive posts pushing products or links", "cheap designer bags here, best deal online, visit my shop link"),
+ "threat": ("violent_threat", "a message announcing harm to someone", "say that again and I will come find you and make you pay"),
+ "benign": ("allowed", "a harmless post that follows the rules", "does anyone have tips for keeping basil alive indoors"),
+ "misinfo": ("disinformation", "a false claim passed off as true", "tap water is secretly laced with mind control chemicals"),
+ "selfharm": ("self_injury_risk", "the author may be about to hurt themselves", "I feel like there is no point in going on anymore"),
+ "bruteforce": ("guessing_attack", "one source is trying password after password", "hundreds of rejected logins for root from a single address overnight"),
+ "malware": ("malicious_code", "harmful software is running on a machine", "the scanner found a keylogger hidden in the downloads folder of pc-17"),
+ "exfil": ("data_smuggling", "confidential data is being moved out of the company", "an employee synced the entire finance share to a private cloud account"),
+ "privesc": ("permission_grab", "an account obtained rights it was never given", "a test account suddenly has full administrator rights on the domain"),
+ "noise": ("expected_activity", "ordinary activity that needs no action", "the weekly certificate renewal task ran on schedule"),
+ "phish_click": ("lure_followed", "a staff member followed a deceptive link", "a sales rep opened the fake voicemail link and entered his login"),
+ "done": ("goal_reached", "the run achieved what it was asked to", "the spreadsheet was updated and the summary was sent to the team"),
+ "loop": ("no_progress", "the agent repeats the same move over and over", "it has opened the same settings page eight times without changing anything"),
+ "tool_error": ("integration_error", "an external tool or command failed", "the payment API answered with a 503 service unavailable"),
+ "needs_user": ("waiting_on_user", "the agent cannot continue without an answer from the user", "before I book it, should the flight be economy or business"),
+ "unsafe": ("harmful_step", "the agent took an action that could do damage", "the agent tried to wipe all customer records to free up disk space"),
+ "coding": ("software_dev", "a request about writing or debugging programs", "my rust code will not compile because of a borrow error"),
+ "math": ("numeracy", "a question that needs numbers or equations worked out", "what is the area of a circle with radius 7"),
+ "writing": ("text_composition", "a request to write or improve a piece of text", "help me write a thank you note to my team"),
+ "translation": ("interpreting", "a request to move text into another language", "what does this Portuguese sentence mean in English"),
+ "medical": ("clinical", "a question about illness, the body or medication", "my knee has been swollen since I fell, should I see a doctor"),
+ "legal": ("jurisprudence", "a question about laws, rights or agreements", "can a shop refuse to give me a refund by law"),
+}
+CALIB_CUES = {  # dim -> one cue per canonical level 0..4
+ "urgency": ["there is no deadline here, whenever suits you", "sometime in the next week works", "I need this sorted by this evening",
+             "please handle this within the next hour", "everything is failing right now, respond at once"],
+ "anger": ["thank you, you have been very kind", "this is slightly irritating", "I am pretty upset about this",
+           "I am extremely annoyed and unhappy with you", "I am livid and will make sure everyone hears about this"],
+ "impact": ["no one else is affected at all", "only a single person has this", "about a dozen colleagues are affected",
+            "a large number of customers are affected", "every user everywhere is affected"],
+}
+CALIB_SCORE_Q = {"urgency": "How soon does `{key}` need a response?", "anger": "How irritated does the author of `{key}` sound?",
+                 "impact": "How many people does the problem in `{key}` reach?"}
+CALIB_CHOICE_Q = {"support": "Which team should pick up `{key}`?", "email": "Sort the email in `{key}` into a category.",
+                  "moderation": "Which moderation label fits `{key}`?", "security": "Triage the security alert in `{key}`.",
+                  "agent": "What is the outcome of the agent run in `{key}`?", "routing": "Which expert does `{key}` need?"}
+CALIB_NOUL_Q = "Yes or no: does `{key}` {stmt}?"
+CALIB_DISTRACTORS = ["My question is not about {x}.", "A while ago {x}, but that has been sorted out."]
+CALIB_NEGATED = "It is not true that {x}."
+CALIB_TEMPLATES = ["Hey there, {ev}. {cue}. {dis}", "Ticket text: {dis} {ev}. Remark: {cue}."]
+N_CALIB_TEMPLATES = len(CALIB_TEMPLATES)
+
+
 # Training only: this share of choice and score states also names the right option (its label, its
 # description or its level text), so the option markers can first learn to find their own option in the
 # state. Without such rows the CPU diagnostics sat at the uniform answer for 250+ steps on this data;
@@ -378,74 +442,57 @@ CODE_STYLES = [lambda i: chr(ord("A") + i), lambda i: f"option_{i + 1}", lambda 
                lambda i: f"team-{chr(ord('a') + i)}"]
 
 
-N_CALIB_TEMPLATES = 2  # state templates carved out of the training ones for the calib split
 PARTS = ("train", "calib", "held")
 
 
 def split(alts: str, held: bool) -> list[str]:
-    """The non-held part (all but the last: training, minus what the calib split owns) or the held-out
-    part (the last) of an "a|b|HELD" list."""
+    """The training part (all but the last) or the held-out part (the last) of an "a|b|HELD" list."""
     parts = alts.split("|")
     return parts[-1:] if held else parts[:-1]
 
 
-def carve_pools() -> list[tuple[list[str], int, int]]:
-    """Every string pool the generator draws from, as (items, how many the calib split takes, how many
-    last items are held out); the hard-noul clause pool, a concatenation of listed pools, is not listed."""
-    pools = []
+def _pool_key(pool) -> str:
+    return pool if isinstance(pool, str) else "\n".join(pool)
+
+
+def calib_pools() -> dict:
+    """{pool (as drawn by the generator): the calib split's alternatives for it}."""
+    alts = {}
     for spec in DOMAINS.values():
-        for labels, descs, evid, _ in spec["concepts"].values():
-            pools += [(labels.split("|"), 1, 1), (descs.split("|"), 1, 1), (evid.split("|"), 1, 1)]
-    for dim in sorted(SCORES):
-        pools += [(cue.split("|"), 1, 1) for cue in SCORES[dim]["cues"]]
-        pools.append(((SCORES[dim]["q"][0] + "|" + SCORES[dim]["q"][1]).split("|"), 1, 1))
-    pools += [(CHOICE_Q[d].split("|"), 1, 1) for d in sorted(CHOICE_Q)]
-    pools += [(NOUL_Q.split("|"), 1, 1), (NEGATED.split("|"), 1, 1)] + [(d.split("|"), 1, 1) for d in DISTRACTORS]
-    pools.append((list(TEMPLATES), N_CALIB_TEMPLATES, N_HELD_TEMPLATES))
-    return pools
+        for con, (labels, descs, evid, _) in spec["concepts"].items():
+            label, desc, ev = CALIB_CONCEPTS[con]
+            alts[labels], alts[descs], alts[evid] = [label], [desc], [ev]
+    for dim, spec in SCORES.items():
+        for cue, mine in zip(spec["cues"], CALIB_CUES[dim]):
+            alts[cue] = [mine]
+        alts[spec["q"][0] + "|" + spec["q"][1]] = [CALIB_SCORE_Q[dim]]
+    for dom, q in CHOICE_Q.items():
+        alts[q] = [CALIB_CHOICE_Q[dom]]
+    alts[NOUL_Q] = [CALIB_NOUL_Q]
+    for frames, mine in zip(DISTRACTORS, CALIB_DISTRACTORS):
+        alts[frames] = [mine]
+        alts[frames + "|" + NEGATED] = [mine, CALIB_NEGATED]  # the hard-noul clause pool
+    alts[_pool_key(TEMPLATES)] = list(CALIB_TEMPLATES)
+    return alts
 
 
-_OWNED: dict[int, frozenset] = {}
-
-
-def calib_owned(seed: int) -> frozenset:
-    """The strings the calib split owns for this seed: from each pool's training part (the held-out
-    items excluded: the last item, the last N_HELD_TEMPLATES templates), `take` items chosen by
-    random.Random(f"{seed}:carve:{pool}"). Training never draws them."""
-    if seed not in _OWNED:
-        owned = set()
-        for items, take, n_held in carve_pools():
-            owned |= set(random.Random(f"{seed}:carve:{'|'.join(items)}").sample(items[:-n_held], take))
-        for items, _, n_held in carve_pools():  # training keeps at least one item of every pool
-            assert [x for x in items[:-n_held] if x not in owned], items
-        _OWNED[seed] = frozenset(owned)
-    return _OWNED[seed]
+CALIB_POOLS = calib_pools()
 
 
 class Part:
-    """Which split a record belongs to and how it draws strings from a pool."""
+    """Which split a record belongs to and how it draws a string from a pool: train from all but the
+    held-out last item(s), held from those, calib from the pool's CALIB_* alternatives."""
 
-    def __init__(self, name: str, seed: int):
+    def __init__(self, name: str):
         if name not in PARTS:
             raise ValueError(f"part must be one of {PARTS}, got {name!r}")
         self.name, self.unseen = name, name != "train"
-        self.owned = calib_owned(seed)
-        self.side = random.Random(f"{seed}:{name}:substitute")  # training: replaces draws of carved strings
 
     def pick(self, rng: random.Random, pool, n_held: int = 1) -> str:
-        """held: from the last n_held items (exactly the draw the generator always made); calib: from the
-        carved items of the rest; train: the same draw as always over the rest, a carved pick replaced by
-        a uniform pick (from the substitution generator) among the non-carved ones."""
-        items = pool.split("|") if isinstance(pool, str) else list(pool)
-        if self.name == "held":
-            return rng.choice(items[-n_held:])
-        seen = items[:-n_held]
         if self.name == "calib":
-            return rng.choice([x for x in seen if x in self.owned])
-        x = rng.choice(seen)
-        if x in self.owned:
-            x = self.side.choice([y for y in seen if y not in self.owned])
-        return x
+            return rng.choice(CALIB_POOLS[_pool_key(pool)])
+        items = pool.split("|") if isinstance(pool, str) else list(pool)
+        return rng.choice(items[-n_held:] if self.name == "held" else items[:-n_held])
 
 
 def concept_pool() -> list[tuple[str, str]]:
@@ -579,7 +626,7 @@ def make_records(seed: int, n: int, part: str | bool) -> list[dict]:
     """n records of one split ("train", "calib", "held"; True/False mean held/train)."""
     name = {True: "held", False: "train"}.get(part, part) if isinstance(part, bool) else part
     rng = random.Random(f"{seed}:{name}")
-    which = Part(name, seed)
+    which = Part(name)
     makers = (choice_record, score_record, noul_record)
     return [makers[i % 3](rng, which) for i in range(n)]
 

@@ -90,21 +90,26 @@ def test_lexical_hints_only_in_training():
 # ---- the calibration split ---------------------------------------------------------------------------
 
 import hashlib  # noqa: E402
-import random  # noqa: E402
 
 import make_training_data as mtd  # noqa: E402
 
-# sha256 of heldout.jsonl written by the generator BEFORE the calib split existed (commit 5f3a6c0), for
-# the H200 run's arguments and for the defaults: the held-out split must never move.
-HELDOUT_SHA256 = {3000: "7f0dcb26c6e38b44aa8fca3b4ce6f3224af7d30731b36cc7eeb96d0f5bee7a06",
-                  900: "69d452d6234781cdb257406e99637be5854f46843bca4e5389781146ca63e451"}
+# sha256 of the files the generator wrote BEFORE the calib split existed (commit 5f3a6c0), for the H200
+# run's held-out size and for the defaults: adding the calib split moved neither split.
+BEFORE_SHA256 = {("heldout", 3000): "7f0dcb26c6e38b44aa8fca3b4ce6f3224af7d30731b36cc7eeb96d0f5bee7a06",
+                 ("heldout", 900): "69d452d6234781cdb257406e99637be5854f46843bca4e5389781146ca63e451",
+                 ("train", 3000): "c6ffc4b9e3f5322bee298701aa902092c33018370df546af17ecdd4badd3d640"}
 
 
-def test_heldout_byte_identical_to_before_the_calib_split(tmp_path):
-    for n, digest in HELDOUT_SHA256.items():
-        main([str(tmp_path / str(n)), "--seed", "0", "--train", "30", "--heldout", str(n), "--calib", "60"])
-        assert hashlib.sha256((tmp_path / str(n) / "heldout.jsonl").read_bytes()).hexdigest() == digest
-    assert (tmp_path / "3000" / "calib.jsonl").is_file()
+def test_heldout_and_train_byte_identical_to_before_the_calib_split(tmp_path):
+    main([str(tmp_path / "a"), "--seed", "0", "--train", "3000", "--heldout", "3000", "--calib", "60"])
+    main([str(tmp_path / "b"), "--seed", "0", "--train", "10", "--heldout", "900"])
+    for (name, n), digest in BEFORE_SHA256.items():
+        path = tmp_path / ("a" if n == 3000 else "b") / f"{name}.jsonl"
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, (name, n)
+    assert len((tmp_path / "a" / "calib.jsonl").read_text().splitlines()) == 60
+    assert len((tmp_path / "b" / "calib.jsonl").read_text().splitlines()) == 3000
+    main([str(tmp_path / "c"), "--seed", "0", "--train", "10", "--heldout", "10", "--calib", "0"])
+    assert not (tmp_path / "c" / "calib.jsonl").exists()
 
 
 def strings_of(record) -> set:
@@ -124,46 +129,29 @@ def strings_of(record) -> set:
 def test_calib_split_disjoint_from_train_and_heldout():
     splits = mtd.make_splits(0, 1500, 900, 900)
     train, held, calib = splits["train"], splits["heldout"], splits["calib"]
+    assert calib == mtd.make_splits(0, 3, 3, 900)["calib"] and calib != mtd.make_splits(1, 3, 3, 900)["calib"]
+    assert {r["meta"]["type"] for r in calib} == {"choice", "score", "noul"}
     seen = {s for r in train + held for s in strings_of(r)}
     mine = {s for r in calib for s in strings_of(r)}
     assert mine and seen.isdisjoint(mine), sorted(seen & mine)[:5]
-    owned = mtd.calib_owned(0)
-    # every label / description / instruction of the calib split is a carved string (or its own score levels)
+    # the pools themselves: no calib alternative is an item of any training / held-out pool
+    everything = {x for pool in mtd.CALIB_POOLS for x in pool.split("\n" if "\n" in pool else "|")}
+    calib_strings = {x for alts in mtd.CALIB_POOLS.values() for x in alts}
+    assert calib_strings.isdisjoint(everything)
+    calib_labels = {c[0] for c in mtd.CALIB_CONCEPTS.values()}
+    levels = [v for spec in mtd.SCORES.values() for part in ("train", "held") for v in spec[part].values()]
     for r in calib:
-        q = r["questions"]["q"]
+        q, text = r["questions"]["q"], next(iter(r["state"].values()))
         if q["type"] == "choice":
-            assert all(c in owned for c in q["criteria"])
-            assert all(v in owned for v in (q["criteria"].values() if isinstance(q["criteria"], dict) else []) if v)
+            assert set(q["criteria"]) <= calib_labels
         if q["type"] == "score":
             assert q["criteria"] in [v for s in mtd.SCORES.values() for v in s["calib"].values()]
+            assert q["criteria"] not in levels
         assert not r["meta"].get("lexical")
-    # templates: the calib states come from carved templates, training never uses them
-    carved_templates = [t for t in mtd.TEMPLATES if t in owned]
-    assert len(carved_templates) == mtd.N_CALIB_TEMPLATES
-    assert not set(carved_templates) & set(mtd.TEMPLATES[-mtd.N_HELD_TEMPLATES:])
-    # the carve is seeded: the same seed carves the same strings, other seeds (almost surely) others
-    assert mtd.calib_owned(0) == owned and mtd.calib_owned(1) != owned
-    # no training record draws a carved string as a label, description, instruction, cue or evidence
-    train_texts = [json.dumps(r, ensure_ascii=False) for r in train]
-    evidence = {e for d in mtd.DOMAINS.values() for c in d["concepts"].values() for e in c[2].split("|")}
-    for s in owned & evidence:
-        assert not any(s in t for t in train_texts), s
-
-
-def test_train_split_only_loses_what_calib_owns(monkeypatch):
-    """The training stream is unchanged: a record whose draws never hit a carved string is identical to
-    what the generator made before the calib split (no carved strings); the others differ only there."""
-    n = 600
-    rng, part = random.Random("0:train"), mtd.Part("train", 0)
-    makers = (mtd.choice_record, mtd.score_record, mtd.noul_record)
-    new, substituted = [], []
-    for i in range(n):
-        before = part.side.getstate()
-        new.append(makers[i % 3](rng, part))
-        substituted.append(part.side.getstate() != before)
-    assert new == mtd.make_dataset(0, n, 0)[0]
-    monkeypatch.setitem(mtd._OWNED, 0, frozenset())  # the generator as it was: nothing carved
-    old = mtd.make_dataset(0, n, 0)[0]
-    assert [a["meta"] for a in old] == [b["meta"] for b in new]
-    assert all(a == b for a, b, s in zip(old, new, substituted) if not s)
-    assert 0 < sum(substituted) < n
+        assert "Hey there, " in text or "Ticket text: " in text, text  # the calib templates' openings
+    for r in train + held:
+        assert not any(o in next(iter(r["state"].values())) for o in ("Hey there, ", "Ticket text: "))
+    # no calib evidence phrasing appears in a training or held-out state, and vice versa
+    calib_ev = [c[2] for c in mtd.CALIB_CONCEPTS.values()]
+    texts = [next(iter(r["state"].values())) for r in train + held]
+    assert not any(ev in t for ev in calib_ev for t in texts)
