@@ -185,3 +185,31 @@ def test_switching_and_weight_check(fresh, aoti_package):
     with pytest.raises(ValueError, match="exported from other weights"):
         fresh.set_backend("aoti", aoti_path=aoti_package)
     assert fresh.backend == "eager"
+
+
+# ---- a loader that crashes (seen with every CUDA package on torch 2.11.0+cu130) -------------------
+
+
+def test_probe_reports_a_loader_crash_instead_of_crashing(fresh, tmp_path, monkeypatch):
+    """probe_load runs the load in a fresh interpreter: a SIGSEGV there is a reason string here, and a
+    CUDA package whose load crashes is BackendUnavailable (this process and the agent keep working)."""
+    crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+    monkeypatch.setattr(aoti, "_PROBE_SCRIPT", crash)
+    path = fake_package(tmp_path / "p.pt2", {"format": aoti.INFO_FORMAT, "device": "cuda"})
+    reason = aoti.probe_load(path)
+    assert reason.startswith("loading it crashed a fresh process (SIGSEGV) in torch ")
+    with pytest.raises(RuntimeError, match=r"does not load: loading it crashed a fresh process \(SIGSEGV\)"):
+        aoti.load_package(path)  # CUDA record: probed by default
+    monkeypatch.setattr(aoti, "_PROBE_SCRIPT", "raise SystemExit('no such kernel image')")
+    assert aoti.probe_load(path) == "loading it failed in a fresh process: no such kernel image"
+
+    monkeypatch.setattr(aoti, "_PROBE_SCRIPT", crash)
+    fake_cuda = types.SimpleNamespace(type="cuda", index=0)
+    backend = backends.backend_class("aoti")(fresh, aoti_path=path, check_weights=False)
+    monkeypatch.setattr(fresh, "device", fake_cuda)  # only _install reads it; restored after the test
+    with pytest.raises(BackendUnavailable, match=r"does not load here .*crashed a fresh process \(SIGSEGV\)"):
+        backend._install()
+
+
+def test_probe_loads_a_real_package(aoti_package):
+    assert aoti.probe_load(aoti_package) is None

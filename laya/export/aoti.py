@@ -21,6 +21,9 @@ import importlib
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import sysconfig
 import time
 import zipfile
@@ -226,12 +229,52 @@ def info_ranges(info: dict) -> Ranges:
     return Ranges(rows=tuple(r["rows"]), markers=tuple(r["markers"]), tokens=tuple(r["tokens"]))
 
 
-def load_package(path: str, device_index: int = -1):
-    """A callable runner(*inputs) -> (logits, act_logits) from a .pt2 package (no model code needed)."""
+# Loads a package in a fresh interpreter and exits; argv: path, device index.
+_PROBE_SCRIPT = ("import sys, torch._inductor as i; p, d = sys.argv[1], int(sys.argv[2]); "
+                 "i.aoti_load_package(p) if d < 0 else i.aoti_load_package(p, device_index=d)")
+
+
+def probe_load(path: str, device_index: int = -1, timeout: float = 900.0) -> str | None:
+    """Load the package once in a fresh interpreter; None when it loads, else why not.
+
+    Some torch builds crash (SIGSEGV) inside the package loader instead of raising: on the lent H200
+    (torch 2.11.0+cu130, 2026-11-29) every CUDA package did, a two-layer MLP included
+    (scripts/aoti_cuda_smoke.py). In-process, such a crash would take the caller's whole process down,
+    so CUDA packages are probed first (the cost: one extra load, seconds)."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", _PROBE_SCRIPT, path, str(device_index)],
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"loading it in a fresh process took more than {timeout:.0f} s"
+    if proc.returncode == 0:
+        return None
+    if proc.returncode < 0:
+        try:
+            name = signal.Signals(-proc.returncode).name
+        except ValueError:
+            name = f"signal {-proc.returncode}"
+        return (f"loading it crashed a fresh process ({name}) in torch {torch.__version__}'s package loader; "
+                "this torch build cannot run AOTInductor packages on this device")
+    tail = proc.stderr.strip().splitlines()
+    return f"loading it failed in a fresh process: {tail[-1] if tail else f'exit status {proc.returncode}'}"
+
+
+def load_package(path: str, device_index: int = -1, probe: bool | None = None):
+    """A callable runner(*inputs) -> (logits, act_logits) from a .pt2 package (no model code needed).
+
+    `probe` (default: for CUDA packages) loads it in a fresh process first (probe_load) and raises
+    RuntimeError instead of letting a loader crash end this process."""
     import torch._inductor
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"AOTInductor package not found at {path!r}; build it with scripts/check_aoti.py")
+    if probe is None:
+        info = read_info(path)
+        probe = info is not None and info.get("device") == "cuda"
+    if probe:
+        reason = probe_load(path, device_index)
+        if reason is not None:
+            raise RuntimeError(f"the AOTInductor package at {path!r} does not load: {reason}")
     if device_index < 0:
         return torch._inductor.aoti_load_package(path)
     return torch._inductor.aoti_load_package(path, device_index=device_index)
