@@ -7,7 +7,9 @@ Each measurement runs in its own process (a restart is a new process by definiti
   cold     backend="compile" with an empty Inductor cache: load, warm-up, requests, graphs, memory
   restart  the same with the cache the cold process left behind
   legacy   compile=True (stock ModernBERT masks) at the same 32-row request, for the mask-memory story
-Requests repeat (answers must be identical on repeats). JSON under benchmarks/results/.
+Requests repeat (answers must be identical on repeats). Each process also reports its compiler phase
+seconds (Dynamo, AOT autograd, Inductor, cache loads), to show where a cached restart's warm-up goes.
+JSON under benchmarks/results/.
 """
 
 from __future__ import annotations
@@ -42,6 +44,18 @@ def nvidia_smi() -> str:
                                "--format=csv,noheader"], capture_output=True, text=True, timeout=20).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unavailable"
+
+
+def compile_phase_seconds() -> dict:
+    """Seconds per timed compiler phase (Dynamo tracing, AOT autograd, Inductor, cache loads, CUDA-graph
+    recording), summed over the process: where a cached restart's remaining warm-up goes."""
+    from torch._dynamo.utils import compile_times
+
+    try:
+        names, values = compile_times(repr="csv", aggregate=True)
+    except Exception as e:  # noqa: BLE001 - a private API: report, do not fail the run
+        return {"error": f"{type(e).__name__}: {e}"}
+    return {name: float(value) for name, value in zip(names, values) if float(value) >= 0.01}
 
 
 def measure(mode: str, checkpoint: str, max_len: int) -> dict:
@@ -101,6 +115,8 @@ def measure(mode: str, checkpoint: str, max_len: int) -> dict:
     out["unique_graphs"] = counters["stats"].get("unique_graphs", 0)
     out["inductor_counters"] = {k: v for k, v in counters["inductor"].items()
                                 if "cache" in k or "cudagraph" in k or "graph" in k}
+    out["aot_autograd_counters"] = dict(counters["aot_autograd"])
+    out["compile_phase_s"] = compile_phase_seconds()
     out["smi_end"] = nvidia_smi()
     return out
 
