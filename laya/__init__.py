@@ -18,23 +18,41 @@ from .hooks import HookRegistry, PredictContext  # noqa: E402
 from .lang import detect_language, detect_script, is_english  # noqa: E402
 from .router import RouteDecision, Router  # noqa: E402
 from .structured import DecisionResult, decide, decide_batch  # noqa: E402
-from . import hooks, lang, presets, router, structured  # noqa: E402,F401
+from . import confidence, hooks, lang, presets, router, structured  # noqa: E402,F401
 
 _LAZY = {
     "PINNED_REVISIONS": "laya.revisions",
     "Agent": "laya.agent",
     "RLAgent": "laya.agent",
     "load": "laya.agent",
-    "answer_confidence": "laya.answers",
-    "confidence_from_probs": "laya.answers",
-    "apply_binning_map": "laya.answers",
-    "check_min_confidence": "laya.answers",
+    # calibration fitting (numpy)
+    "fit_temperatures": "laya.calibrate",  # module alias of fit_temperature_map
+    "fit_one_temperature": "laya.calibrate",
+    "fit_temperature_map": "laya.calibrate",
+    "fit_abstention_thresholds": "laya.calibrate",
+    "fit_binning_map": "laya.calibrate",
+    "apply_binning_map": "laya.calibrate",
+    # shared arithmetic (proper_reward / td_lambda_targets pull torch)
+    "proper_reward": "laya.common",
+    "td_lambda_targets": "laya.common",
+    "ece_score": "laya.common",
+    "answer_confidence": "laya.common",
+    "confidence_from_probs": "laya.common",
+    # confidence gate and Jev confidence (torch-free)
+    "check_min_confidence": "laya.confidence",
+    "check_min_confidence_map": "laya.confidence",
+    "resolve_min_confidence": "laya.confidence",
+    "flag_low_confidence": "laya.confidence",
+    "apply_confidence_gate": "laya.confidence",
+    "GATE_STATES": "laya.confidence",
+    "jev_confidence": "laya.confidence",
 }
 
 __all__ = ["__version__", "QTYPES", "QTYPE_NAMES", "render_options", "DEFAULT_MODELS", "HookRegistry",
            "PredictContext", "email_questions", "guard_questions", "moderation_questions", "router_questions",
            "triage_questions", "detect_language", "detect_script", "is_english", "Router", "RouteDecision",
-           "DecisionResult", "decide", "decide_batch", "hooks", "lang", "presets", "router", "structured", *_LAZY]
+           "DecisionResult", "decide", "decide_batch", "confidence", "hooks", "lang", "presets", "router", "structured",
+           *_LAZY]
 
 
 def __getattr__(name: str):

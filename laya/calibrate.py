@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .answers import TEMP_MAX, TEMP_MIN, clamp_temperature, temp_bucket
+from .answers import TEMP_MAX, TEMP_MIN, apply_binning_map, clamp_temperature, temp_bucket  # noqa: F401 (re-exported)
 from .questions import QTYPE_NAMES
 
 MIN_TYPE_N = 10
@@ -131,6 +131,9 @@ def fit_temperature_map(records: Sequence[Record], compute_ece: bool = False, se
                           [r for r in check_on if r[0] == q], temperature, by_options))
                           for q in range(3) if any(r[0] == q for r in check_on)}}
     return out
+
+
+fit_temperatures = fit_temperature_map  # the published module-level alias
 
 
 def fit_binning_map(records: Sequence[Record], temperature: Sequence[float], temperature_by_options: dict | None,

@@ -2,51 +2,13 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any
+from ..confidence import jev_confidence
 
-ROUND = 4
 STRICT_ANSWER_KEYS = {
     "choice": ("type", "choice", "confidence", "probabilities"),
     "score": ("type", "score", "confidence", "probabilities", "legend"),
     "noul": ("type", "noul"),
 }
-
-
-def _distribution(probabilities: Any) -> list[float] | None:
-    """Renormalised probabilities, or None when any value is not a finite, non-negative number."""
-    if not isinstance(probabilities, dict) or not probabilities:
-        return None
-    values = list(probabilities.values())
-    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 for v in values):
-        return None
-    total = float(sum(values))
-    if total <= 0:
-        return None
-    return [v / total for v in values]
-
-
-def jev_confidence(answer: dict) -> float | None:
-    """choice: (max p - 1/n)/(1 - 1/n); score: max(0, 1 - sum p_i|i - mode| / D), D being that spread for a
-    uniform distribution around the centre; one option -> 1.0; noul or unusable numbers -> None."""
-    kind = answer.get("type")
-    if kind not in ("choice", "score"):
-        return None
-    p = _distribution(answer.get("probabilities"))
-    if p is None:
-        return None
-    n = len(p)
-    if n == 1:
-        return 1.0
-    if kind == "choice":
-        value = (max(p) - 1.0 / n) / (1.0 - 1.0 / n)
-    else:
-        mode = p.index(max(p))
-        spread = sum(pi * abs(i - mode) for i, pi in enumerate(p))
-        centre = (n - 1) / 2.0
-        uniform = sum(abs(i - centre) for i in range(n)) / n
-        value = max(0.0, 1.0 - spread / uniform)
-    return round(min(1.0, max(0.0, value)), ROUND)
 
 
 def with_jev_confidence(result: dict) -> dict:
