@@ -14,15 +14,35 @@ The answer of a narrowed question is the final's, with `probabilities` over ALL 
 gains `tournament: {qid: {"finalists", "rounds", "options"[, "option_order_dropped"]}}` (empty when no
 question needed narrowing) and `usage.input_tokens` counts every round. An `option_order` permutes all k
 options, so it cannot apply to a group; it is dropped for narrowed questions and the block says so.
+
+Shortlisting (`shortlist_choice`, `predict_shortlist`) narrows by embedding similarity instead, with no
+extra model call: the state (prefixed by the question's instructions) and every option text ("label" or
+"label: description", the text the model itself sees) are embedded by a caller-supplied `embed_fn(texts)
+-> array [n, d]`, options are ranked by cosine similarity (clipped to [-1, 1]; a zero vector scores 0),
+ties going to the earlier option, and the best k are kept in the caller's order. `predict_shortlist`
+embeds every narrowed question's texts in ONE `embed_fn` call, then asks all questions in ONE
+`agent.predict`; its result carries `probabilities` over ALL labels (dropped = 0.0, like the tournament)
+and `shortlist: {qid: {"kept", "scores", "k", "options", "passthrough"[, "option_order_dropped"]}}` for
+every choice question. A question with at most k options is passed through untouched (`passthrough`
+true, `kept` = all labels, `scores` = {}: nothing is embedded for it).
+
+`embed_fn_from_agent(agent)` makes an `embed_fn` from the agent's own encoder (mean-pooled last hidden
+state over real tokens, L2-normalised); `cached_embed_fn(embed_fn)` adds an exact-string LRU cache so
+option texts are embedded once per process.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from collections import OrderedDict, namedtuple
+from typing import Any, Callable
 
-from .questions import check_questions
+import numpy as np
 
-__all__ = ["predict_tournament", "predict_tournament_batch"]
+from .questions import check_question, check_questions, render_state
+
+__all__ = ["predict_tournament", "predict_tournament_batch", "shortlist_choice", "predict_shortlist",
+           "predict_shortlist_batch", "embed_fn_from_agent", "cached_embed_fn", "CacheInfo"]
 
 DEFAULT_GROUP_SIZE = 16
 
@@ -176,3 +196,335 @@ def predict_tournament(agent: Any, state: Any, questions: dict, group_size: int 
     if state is None:
         raise TypeError("state must be a str, dict or list, got None")
     return predict_tournament_batch(agent, [state], questions, group_size, **predict_kwargs)[0]
+
+
+# ---- shortlisting by embedding similarity ------------------------------------------------------------
+
+DEFAULT_SHORTLIST_K = 20
+DEFAULT_CACHE_SIZE = 4096
+EmbedFn = Callable[[list], np.ndarray]
+CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "maxsize", "currsize"])
+
+
+def check_k(k: Any) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer (options kept per choice question), got {k!r}")
+    return int(k)
+
+
+def _positive(value: Any, name: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_texts(texts: Any, where: str) -> list[str]:
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{where} takes a list of texts, not a single {type(texts).__name__}; wrap it: [text]")
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise TypeError(f"{where} takes a list of texts, not {type(texts).__name__}") from None
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{where}: text {i} is {type(text).__name__}, not str")
+    return texts
+
+
+def _embeddings(embed_fn: Any, texts: list[str]) -> np.ndarray:
+    """`embed_fn(texts)` as a checked float64 array [len(texts), d]."""
+    if not callable(embed_fn):
+        raise TypeError(f"embed_fn must be a callable texts -> array [n, d], got {type(embed_fn).__name__}")
+    out = embed_fn(list(texts))
+    try:
+        arr = np.asarray(out, dtype=np.float64)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise ValueError(f"embed_fn must return a numeric array [n, d] (numpy, or a CPU tensor); "
+                         f"got {type(out).__name__}: {e}") from None
+    if arr.ndim != 2 or arr.shape[0] != len(texts) or arr.shape[1] < 1:
+        raise ValueError(f"embed_fn returned an array of shape {tuple(arr.shape)} for {len(texts)} texts; "
+                         f"expected ({len(texts)}, d) with d >= 1")
+    if not np.isfinite(arr).all():
+        raise ValueError("embed_fn returned non-finite values (nan or inf); check the embedding model")
+    return arr
+
+
+def _cosines(query: np.ndarray, options: np.ndarray) -> np.ndarray:
+    """Cosine of each option row with the query, clipped to [-1, 1]; a zero vector scores 0."""
+    denom = np.linalg.norm(options, axis=1) * np.linalg.norm(query)
+    safe = np.where(denom > 0, denom, 1.0)
+    return np.clip(np.where(denom > 0, (options @ query) / safe, 0.0), -1.0, 1.0)
+
+
+def _kept(scores: np.ndarray, k: int) -> list[int]:
+    """Indices of the k best options (ties: the earlier option), in the caller's order."""
+    return sorted(sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k])
+
+
+def _query_text(state_text: str, instructions: str | None) -> str:
+    return state_text if instructions is None else f"{instructions}\n\n{state_text}"
+
+
+def _score_questions(embed_fn: Any, items: list[tuple[str, tuple[str, ...]]]) -> list[np.ndarray]:
+    """Cosines for each (query, option texts) item, all texts embedded in one embed_fn call (deduplicated)."""
+    unique = list(dict.fromkeys(t for query, options in items for t in (query, *options)))
+    index = {t: i for i, t in enumerate(unique)}
+    emb = _embeddings(embed_fn, unique)
+    out = []
+    for query, options in items:
+        out.append(_cosines(emb[index[query]], emb[[index[t] for t in options]]))
+    return out
+
+
+def shortlist_choice(state: Any, criteria: Any, embed_fn: EmbedFn, k: int = DEFAULT_SHORTLIST_K, *,
+                     instructions: Any = None, return_scores: bool = False) -> Any:
+    """Keep the `k` options of a choice question's `criteria` most similar to `state`.
+
+    `criteria` is a choice question's criteria (dict {label: description} or list of labels, validated as
+    laya validates questions). The state text (prefixed by `instructions` when given) and each option text
+    ("label" or "label: description") are embedded in one `embed_fn` call and ranked by cosine similarity.
+    Returns the kept criteria in the caller's order and form (a dict for a dict, a list for a list or
+    tuple); with `return_scores` a pair (kept, {label: cosine in [-1, 1]} over all options). With
+    `k >= len(criteria)` everything is kept, and `embed_fn` is only called when scores are asked for.
+    """
+    k = check_k(k)
+    state_text = render_state(state)
+    definition = {"type": "choice", "instructions": "shortlist" if instructions is None else instructions,
+                  "criteria": criteria}
+    try:
+        q = check_question("criteria", definition)
+    except ValueError as e:
+        message, prefix = str(e), "question 'criteria': "
+        raise ValueError("shortlist_choice: " + (message[len(prefix):] if message.startswith(prefix) else message)
+                         ) from None
+    labels = list(q.labels)
+    if q.k <= k and not return_scores:
+        return _criteria_subset(criteria, labels, range(q.k))
+    query = _query_text(state_text, None if instructions is None else q.instructions)
+    (scores,) = _score_questions(embed_fn, [(query, q.option_texts)])
+    keep = list(range(q.k)) if q.k <= k else _kept(scores, k)
+    kept = _criteria_subset(criteria, labels, keep)
+    if return_scores:
+        return kept, {label: float(s) for label, s in zip(labels, scores)}
+    return kept
+
+
+def _criteria_subset(criteria: Any, labels: list, keep: Any) -> Any:
+    if isinstance(criteria, dict):
+        return {labels[i]: criteria[labels[i]] for i in keep}
+    return [labels[i] for i in keep]
+
+
+class _Shortlist:
+    """The narrowed questions of one call: per state, the kept option indices of each big choice question."""
+
+    def __init__(self, states: list, questions: dict, embed_fn: Any, k: int):
+        qs = check_questions(questions)  # the library's own validation and error texts
+        self.questions, self.k = questions, k
+        self.choice = [q for q in qs if q.qtype == "choice"]
+        self.big = [q for q in self.choice if q.k > k]
+        self.labels = {q.qid: list(q.labels) for q in self.choice}
+        self.criteria = {q.qid: _choice_criteria(questions[q.qid]) for q in self.big}
+        texts = [render_state(s) for s in states]
+        items = [(_query_text(text, q.instructions), q.option_texts) for text in texts for q in self.big]
+        scores = iter(_score_questions(embed_fn, items) if items else [])
+        self.scores = [{q.qid: next(scores) for q in self.big} for _ in texts]
+        self.kept = [{qid: _kept(s, k) for qid, s in per_state.items()} for per_state in self.scores]
+
+    def key(self, i: int) -> tuple:
+        return tuple(tuple(self.kept[i][q.qid]) for q in self.big)
+
+    def asked(self, i: int) -> dict:
+        out = {}
+        for qid, definition in self.questions.items():
+            if qid in self.kept[i]:
+                out[qid] = _sub_question(definition, self.labels[qid], self.kept[i][qid], self.criteria[qid])
+            else:
+                out[qid] = definition
+        return out
+
+    def finish(self, i: int, result: dict) -> dict:
+        answers = dict(result["answers"])
+        block = {}
+        for q in self.choice:
+            qid, labels = q.qid, self.labels[q.qid]
+            if qid not in self.kept[i]:
+                block[qid] = {"kept": labels, "scores": {}, "k": self.k, "options": q.k, "passthrough": True}
+                continue
+            answer = dict(answers[qid])
+            probs = answer["probabilities"]
+            answer["probabilities"] = {label: probs.get(label, 0.0) for label in labels}
+            answers[qid] = answer
+            entry = {"kept": [labels[m] for m in self.kept[i][qid]],
+                     "scores": {label: round(float(s), 4) for label, s in zip(labels, self.scores[i][qid])},
+                     "k": self.k, "options": q.k, "passthrough": False}
+            if self.questions[qid].get("option_order") is not None:
+                entry["option_order_dropped"] = True
+            block[qid] = entry
+        return {**result, "answers": answers, "shortlist": block}
+
+
+def predict_shortlist(agent: Any, state: Any, questions: dict, embed_fn: EmbedFn, k: int = DEFAULT_SHORTLIST_K,
+                      **predict_kwargs: Any) -> dict:
+    """Answer `questions` about `state`, first narrowing each choice question with more than `k` options
+    to its `k` options most similar to the state (see `shortlist_choice`; the question's instructions
+    prefix the state text). One `embed_fn` call, then ONE `agent.predict(state, narrowed, **predict_kwargs)`
+    (an Agent, ONNXAgent or Router). Narrowed answers get `probabilities` over all labels (dropped = 0.0);
+    the result gains `shortlist: {qid: {"kept", "scores", "k", "options", "passthrough"}}` per choice
+    question (`option_order` cannot apply to a subset: it is dropped and the entry says
+    `"option_order_dropped": true`)."""
+    k = check_k(k)
+    if state is None:
+        raise TypeError("state must be a str, dict or list, got None")
+    plan = _Shortlist([state], questions, embed_fn, k)
+    return plan.finish(0, agent.predict(state, plan.asked(0), **predict_kwargs))
+
+
+def predict_shortlist_batch(agent: Any, states: list, questions: dict, embed_fn: EmbedFn,
+                            k: int = DEFAULT_SHORTLIST_K, **predict_kwargs: Any) -> list[dict]:
+    """`predict_shortlist` for many states: one `embed_fn` call for all of them, and one
+    `agent.predict_batch` call per distinct set of kept options (states that kept the same share it)."""
+    k = check_k(k)
+    if isinstance(states, (str, bytes, dict)):
+        raise TypeError("states must be a list of states; for one state use predict_shortlist")
+    states = list(states)
+    if any(s is None for s in states):
+        raise TypeError("state must be a str, dict or list, got None")
+    plan = _Shortlist(states, questions, embed_fn, k)
+    out: list[dict | None] = [None] * len(states)
+    for members in _by_key(list(range(len(states))), plan.key).values():
+        results = agent.predict_batch([states[i] for i in members], plan.asked(members[0]), **predict_kwargs)
+        for i, result in zip(members, results):
+            out[i] = plan.finish(i, result)
+    return out  # type: ignore[return-value]
+
+
+# ---- embedding functions -------------------------------------------------------------------------------
+
+def embed_fn_from_agent(agent: Any, max_length: int = 512, batch_size: int = 32) -> EmbedFn:
+    """An `embed_fn(texts) -> np.ndarray [n, d]` (float32) from the agent's own encoder.
+
+    Each text becomes [CLS] text [SEP] (at most `max_length` tokens, also capped by the encoder's
+    position limit), and its embedding is the mean of the encoder's last hidden state over the real
+    (non-padding) tokens, L2-normalised (a cosine is then a dot product; laya computes cosines anyway).
+    Runs under `torch.no_grad` on the agent's current device with its autocast policy (`dtype_for`),
+    `batch_size` texts per forward (sorted by length to save padding, returned in input order), under the
+    agent's read gate so a backend switch or OOM fallback cannot move the model mid-call. The encoder is
+    the checkpoint's trained decision encoder, not a sentence-embedding model: good enough to drop clearly
+    unrelated options, but a dedicated embedding model ranks better. Needs a torch `Agent` (an
+    ONNXAgent has no encoder to call).
+    """
+    max_length = _positive(max_length, "max_length", 2)
+    batch_size = _positive(batch_size, "batch_size")
+    model = getattr(agent, "model", None)
+    core = getattr(model, "_orig_mod", model)  # a legacy torch.compile wrapper keeps the module here
+    encoder = getattr(core, "encoder", None)
+    if encoder is None or getattr(agent, "tok", None) is None:
+        raise TypeError(f"embed_fn_from_agent needs a torch laya Agent (it calls the encoder); got "
+                        f"{type(agent).__name__}. Pass an embed_fn of your own (texts -> array [n, d]) instead")
+    import contextlib
+
+    import torch
+
+    from .sequence import encode_many, tokenizer_view
+
+    hidden = int(encoder.config.hidden_size)
+    positions = getattr(encoder.config, "max_position_embeddings", None)
+    limit = min(max_length, positions) if isinstance(positions, int) and positions >= 2 else max_length
+
+    def embed(texts: Any) -> np.ndarray:
+        texts = _check_texts(texts, "embed_fn")
+        out = np.zeros((len(texts), hidden), dtype=np.float32)
+        if not texts:
+            return out
+        view = tokenizer_view(agent.tok)
+        ids = [[view.cls_id, *row[:limit - 2], view.sep_id] for row in encode_many(agent.tok, texts)]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        gate = getattr(agent, "_gate", None)
+        with gate.reading() if gate is not None else contextlib.nullcontext(), torch.no_grad():
+            device = agent.device
+            for start in range(0, len(order), batch_size):
+                chunk = order[start:start + batch_size]
+                width = max(len(ids[i]) for i in chunk)
+                input_ids = torch.full((len(chunk), width), view.pad_id, dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for r, i in enumerate(chunk):
+                    input_ids[r, :len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
+                    mask[r, :len(ids[i])] = 1
+                input_ids, mask = input_ids.to(device), mask.to(device)
+                dtype = agent.dtype_for(len(chunk)) if hasattr(agent, "dtype_for") else torch.float32
+                if dtype != torch.float32:  # autocast is never entered when off (some devices raise)
+                    with torch.autocast(device.type, dtype=dtype):
+                        h = encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
+                else:
+                    h = encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
+                m = mask.unsqueeze(-1).to(torch.float32)
+                pooled = (h.float() * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
+                pooled = torch.nn.functional.normalize(pooled, dim=-1)
+                out[chunk] = pooled.cpu().numpy()
+        return out
+
+    embed.max_length, embed.batch_size = limit, batch_size  # type: ignore[attr-defined]
+    return embed
+
+
+def cached_embed_fn(embed_fn: EmbedFn, maxsize: int | None = DEFAULT_CACHE_SIZE) -> EmbedFn:
+    """Wrap `embed_fn` with an LRU cache keyed by the exact text (`maxsize=None`: unbounded).
+
+    A call looks every text up; the texts not cached (each distinct one once) go to `embed_fn` in ONE call,
+    and the answer is stacked in input order. `cache_info()` -> CacheInfo(hits, misses, maxsize, currsize):
+    `misses` counts texts sent to `embed_fn`, `hits` every other text asked for (a repeat inside one call
+    included). `cache_clear()` empties the cache and its counters. Thread-safe; the lock is not held
+    while `embed_fn` runs (two threads may then embed the same new text; the result is the same).
+    """
+    if not callable(embed_fn):
+        raise TypeError(f"embed_fn must be a callable texts -> array [n, d], got {type(embed_fn).__name__}")
+    if maxsize is not None:
+        maxsize = _positive(maxsize, "maxsize")
+    cache: OrderedDict[str, np.ndarray] = OrderedDict()
+    lock = threading.Lock()
+    counts = {"hits": 0, "misses": 0}
+
+    def embed(texts: Any) -> np.ndarray:
+        texts = _check_texts(texts, "cached embed_fn")
+        found: dict[str, np.ndarray] = {}
+        with lock:
+            for text in texts:
+                row = cache.get(text)
+                if row is not None:
+                    cache.move_to_end(text)
+                    found[text] = row
+        missing = list(dict.fromkeys(t for t in texts if t not in found))
+        if missing:
+            fresh = _embeddings(embed_fn, missing).astype(np.float32)
+            fresh.setflags(write=False)
+            dims = {row.shape[0] for row in found.values()}
+            if dims and dims != {fresh.shape[1]}:
+                raise ValueError(f"embed_fn returned vectors of size {fresh.shape[1]}, but cached ones have "
+                                 f"size {dims.pop()}; call cache_clear() after changing the embedding model")
+            for text, row in zip(missing, fresh):
+                found[text] = row
+        with lock:
+            counts["misses"] += len(missing)
+            counts["hits"] += len(texts) - len(missing)
+            for text in missing:
+                cache[text] = found[text]
+                cache.move_to_end(text)
+            while maxsize is not None and len(cache) > maxsize:
+                cache.popitem(last=False)
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([found[t] for t in texts])
+
+    def cache_info() -> CacheInfo:
+        with lock:
+            return CacheInfo(counts["hits"], counts["misses"], maxsize, len(cache))
+
+    def cache_clear() -> None:
+        with lock:
+            cache.clear()
+            counts["hits"] = counts["misses"] = 0
+
+    embed.cache_info, embed.cache_clear = cache_info, cache_clear  # type: ignore[attr-defined]
+    embed.__wrapped__ = embed_fn  # type: ignore[attr-defined]
+    return embed
