@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import itertools
+import random
+import re
 import threading
 import time
 import uuid
 import warnings
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -156,3 +160,421 @@ def fire(hooks: list, event: str, ctx: PredictContext, raise_errors: bool, timeo
                 raise
             warnings.warn(f"laya: {event} hook {fn!r} failed and was ignored (hooks_raise=False): "
                           f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=3)
+
+
+# ---- public hook base classes ------------------------------------------------------------------------
+#
+# Any object with a subset of the event methods is a hook; these classes exist so a hook can subclass
+# one and override only the events it cares about. The published package exports `Hook`, `BaseHook` and
+# `PredictHook` without saying how they differ; here:
+#   PredictHook - the predict-path events: on_predict_start, on_predict_end, on_error (no-ops);
+#   BaseHook    - every event (PredictHook's plus on_route, on_load, on_evict), all no-ops;
+#   Hook        - the same class as BaseHook (the general name).
+
+
+class PredictHook:
+    """Base class for hooks on predict calls: override any of the methods; the others do nothing.
+
+    `on_predict_start(ctx)` may rewrite `ctx.states`, `ctx.questions`, `ctx.max_len`, `ctx.head_max_len`
+    or answer the call with `ctx.skip(results)`; `on_predict_end(ctx)` may rewrite `ctx.results`;
+    `on_error(ctx)` sees `ctx.error` when the inference raised (its own exceptions are only warnings).
+    """
+
+    def on_predict_start(self, ctx: PredictContext) -> None:
+        return None
+
+    def on_predict_end(self, ctx: PredictContext) -> None:
+        return None
+
+    def on_error(self, ctx: PredictContext) -> None:
+        return None
+
+
+class BaseHook(PredictHook):
+    """Base class with every hook event (`EVENTS`) as a no-op: subclass it and override what you need."""
+
+    def on_route(self, ctx: PredictContext) -> None:
+        return None
+
+    def on_load(self, ctx: Any) -> None:
+        return None
+
+    def on_evict(self, ctx: Any) -> None:
+        return None
+
+
+Hook = BaseHook
+
+
+# ---- AsyncHook -------------------------------------------------------------------------------------------
+
+
+class AsyncHook:
+    """Run a hook whose event methods are coroutines (`async def on_predict_end(self, ctx)`) from laya's
+    synchronous hook firing, to completion, before the call goes on.
+
+    Where a coroutine runs: on `loop` (through `asyncio.run_coroutine_threadsafe`) when `loop` is given
+    and is running in another thread - so the coroutine can use that loop's clients and locks; otherwise
+    (no loop, a loop that is not running, or the loop of the very thread that fires the hook, which would
+    deadlock waiting on itself) on a private event loop that this wrapper keeps in a daemon thread
+    (created on first use, the same loop for every call; `close()` stops it). Methods of the wrapped hook
+    that are not coroutine functions are called directly. Only the events the wrapped object has are
+    exposed. A coroutine's exception propagates exactly like a sync hook's, so `hooks_raise=False` turns
+    it into a warning and `hooks_timeout` bounds the wait (a coroutine still running when the timeout
+    expires goes on running on its loop, as a timed-out sync hook goes on in its worker thread).
+    """
+
+    def __init__(self, hook: Any, loop: Any = None):
+        if not any(callable(getattr(hook, e, None)) for e in EVENTS):
+            raise TypeError(f"AsyncHook needs an object with one of the hook methods {', '.join(EVENTS)}, "
+                            f"got {hook!r}")
+        import asyncio
+
+        if loop is not None and not isinstance(loop, asyncio.AbstractEventLoop):
+            raise TypeError(f"loop must be an asyncio event loop or None, got {type(loop).__name__}")
+        self.hook = hook
+        self.loop = loop
+        self._private = None
+        self._private_thread: threading.Thread | None = None
+        self._private_lock = threading.Lock()
+        for event in EVENTS:
+            fn = getattr(hook, event, None)
+            if callable(fn):
+                setattr(self, event, self._runner(event, fn))
+
+    def __repr__(self) -> str:
+        return f"AsyncHook({self.hook!r})"
+
+    def _runner(self, event: str, fn: Callable) -> Callable:
+        def run(ctx: Any) -> Any:
+            import inspect
+
+            result = fn(ctx)
+            if inspect.isawaitable(result):
+                return self._wait(result)
+            return result
+
+        run.__name__ = event
+        run.__qualname__ = f"AsyncHook.{event}"
+        return run
+
+    def _target_loop(self) -> Any:
+        import asyncio
+
+        loop = self.loop
+        if loop is not None and loop.is_running() and not loop.is_closed():
+            try:
+                current = asyncio.get_running_loop()
+            except RuntimeError:
+                current = None
+            if current is not loop:
+                return loop
+        return self._private_loop()
+
+    def _private_loop(self) -> Any:
+        import asyncio
+
+        with self._private_lock:
+            if self._private is None or self._private.is_closed():
+                loop = asyncio.new_event_loop()
+                ready = threading.Event()
+
+                def serve() -> None:
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(ready.set)
+                    loop.run_forever()
+
+                thread = threading.Thread(target=serve, name="laya-async-hook", daemon=True)
+                thread.start()
+                ready.wait()
+                self._private, self._private_thread = loop, thread
+            return self._private
+
+    def _wait(self, awaitable: Any) -> Any:
+        import asyncio
+
+        async def as_coroutine() -> Any:  # run_coroutine_threadsafe takes coroutines only, not any awaitable
+            return await awaitable
+
+        coro = awaitable if asyncio.iscoroutine(awaitable) else as_coroutine()
+        future = asyncio.run_coroutine_threadsafe(coro, self._target_loop())
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()  # an interrupted wait leaves no coroutine running behind it
+            raise
+
+    def close(self) -> None:
+        """Stop the private loop (if one was started); a later call starts a new one."""
+        with self._private_lock:
+            loop, thread = self._private, self._private_thread
+            self._private = self._private_thread = None
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(loop.stop)
+            if thread is not None:
+                thread.join(timeout=5)
+            if not loop.is_running():
+                loop.close()
+
+
+# ---- OptionStabilityHook --------------------------------------------------------------------------------
+
+STABILITY_VARIANTS = ("full", "order", "rename")
+_PROBE_ID = re.compile(r"~stability\d+~*$")
+
+
+def _neutral_name(j: int) -> str:
+    """A, B, ..., Z, then O27, O28, ... (the names relabelled options get)."""
+    return chr(ord("A") + j) if j < 26 else f"O{j + 1}"
+
+
+def _unit(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def _distinct_perms(rng: random.Random, k: int, n: int, identity_ok: bool) -> list[tuple[int, ...]]:
+    """Up to `n` distinct permutations of range(k), drawn with `rng` (without the identity unless allowed)."""
+    identity = tuple(range(k))
+    if k <= 7:  # 5040 permutations at most: draw without replacement from all of them
+        pool = [p for p in itertools.permutations(range(k)) if identity_ok or p != identity]
+        return rng.sample(pool, min(n, len(pool)))
+    out: list[tuple[int, ...]] = []
+    while len(out) < n:  # k >= 8: 40320+ permutations, a repeat is rare
+        p = list(range(k))
+        rng.shuffle(p)
+        t = tuple(p)
+        if (identity_ok or t != identity) and t not in out:
+            out.append(t)
+    return out
+
+
+@dataclass
+class _Probe:
+    """One probed question of one call: how its variants' answers map back to its options."""
+
+    index: dict  # original label -> option index
+    variants: list  # [(variant id, {variant label: original option index})]
+
+
+class OptionStabilityHook(PredictHook):
+    """Measure how stable each choice answer is under option reordering and renaming, in the same forward.
+
+    On `on_predict_start` every probed choice question (all choice questions, or those whose ids are in
+    `probes`; other question types are never probed) gets up to `n_shuffles` variant questions appended to
+    the call's question dict. The variants ask the same instructions over the same options, changed by
+    `variants`:
+      "full"   - the options in a different order (a distinct non-identity `option_order` per variant)
+                 and, when `relabel` is true and the question has at most `rename_max_options` options,
+                 renamed to neutral names in reading order (A, B, C, ...: the option shown first is "A"),
+                 each neutral name prefixed to the option's original text ("A: billing: invoices ...");
+      "order"  - only the different order, original labels;
+      "rename" - original order, options renamed to a different assignment of the neutral names per
+                 variant (needs `relabel`; a question above `rename_max_options` falls back to "order").
+    Variants are answered in the call's one forward, next to the original questions; each question is
+    its own row, so the original answers are the answers a plain predict gives. A question with k
+    options has at most k!-1 reorderings (k! renamings), hence "up to" `n_shuffles`.
+
+    On `on_predict_end` the variants are removed from every result (a caller, and end hooks after this
+    one, never see a probe id) and each probed choice answer gains
+        "reliability": {"agreement": share of variants whose answer, mapped back to the original options,
+                                     is the original answer's choice (0..1),
+                        "mean_prob": mean probability the variants give the original choice (0..1),
+                        "variants":  how many variants were answered,
+                        "decision":  "accept" | "review" | "escalate"}
+    `accept` is the lowest agreement that accepts (agreement >= accept -> "accept"); `escalate` is the
+    agreement below which the answer is escalated (agreement < escalate -> "escalate"); anything in
+    between is "review". Both in [0, 1] with escalate <= accept. A single-option question has no
+    variants: agreement 1.0, mean_prob its probability, variants 0. Floats are rounded to 4 decimals like
+    every answer field; the decision uses the unrounded agreement.
+
+    Usage: the probe rows are encoded once, in the same forward, so `usage["input_tokens"]` (and the
+    call's `ctx.usage`) counts every row that ran exactly once - originals and probes - and
+    `usage["probe_rows"]` says how many of this state's rows were probes. Probe ids are removed from
+    `usage["options"]`; a truncated probe is reported under its original question id in
+    `usage["truncated_questions"]` (so `truncated` still agrees with that list).
+
+    `seed`: None draws fresh permutations every call; an int makes them a pure function of (seed,
+    question id, option count), so a call is reproducible. A call answered by `ctx.skip` (a cache) is
+    passed through with only the probe ids removed.
+    """
+
+    def __init__(self, *, accept: float, escalate: float, probes: Any = None, n_shuffles: int = 3,
+                 relabel: bool = True, rename_max_options: int = 20, variants: str = "full",
+                 seed: int | None = None):
+        self.accept = _unit(accept, "accept")
+        self.escalate = _unit(escalate, "escalate")
+        if self.escalate > self.accept:
+            raise ValueError(f"escalate ({escalate}) must not exceed accept ({accept}): agreement >= accept "
+                             "accepts, agreement < escalate escalates, anything between is reviewed")
+        for value, name in ((n_shuffles, "n_shuffles"), (rename_max_options, "rename_max_options")):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if variants not in STABILITY_VARIANTS:
+            raise ValueError(f"variants must be one of {', '.join(map(repr, STABILITY_VARIANTS))}, got {variants!r}")
+        if variants == "rename" and not relabel:
+            raise ValueError("variants='rename' needs relabel=True")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ValueError(f"seed must be an int or None, got {seed!r}")
+        if probes is not None:
+            probes = frozenset([probes] if isinstance(probes, (str, int)) else probes)
+        self.probes = probes
+        self.n_shuffles = n_shuffles
+        self.relabel = bool(relabel)
+        self.rename_max_options = rename_max_options
+        self.variants = variants
+        self.seed = seed
+        self._calls: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # ctx -> {qid: _Probe}
+        self._calls_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (f"OptionStabilityHook(accept={self.accept}, escalate={self.escalate}, n_shuffles={self.n_shuffles}, "
+                f"variants={self.variants!r}, seed={self.seed})")
+
+    def decision(self, agreement: float) -> str:
+        if agreement >= self.accept:
+            return "accept"
+        if agreement < self.escalate:
+            return "escalate"
+        return "review"
+
+    # ---- start: add the variants ----
+
+    def _rng(self, qid: Any, k: int) -> random.Random:
+        if self.seed is None:
+            return random.Random()
+        return random.Random(f"laya-option-stability:{self.seed}:{qid!r}:{k}")
+
+    def _variant_defs(self, qid: Any, definition: dict, q: Any) -> list[tuple[dict, dict]]:
+        """[(variant definition, {variant label: original option index})] for one choice question."""
+        k = q.k
+        if k < 2:
+            return []
+        rng = self._rng(qid, k)
+        rename = self.relabel and k <= self.rename_max_options and self.variants != "order"
+        base = {key: value for key, value in definition.items() if key not in ("criteria", "option_order")}
+        out = []
+        if self.variants == "rename" and rename:
+            for names in _distinct_perms(rng, k, self.n_shuffles, identity_ok=True):
+                labels = [_neutral_name(names[i]) for i in range(k)]  # option i is called labels[i]
+                criteria = {labels[i]: q.option_texts[i] for i in range(k)}  # canonical order kept
+                out.append(({**base, "criteria": criteria}, {label: i for i, label in enumerate(labels)}))
+            return out
+        for order in _distinct_perms(rng, k, self.n_shuffles, identity_ok=False):
+            if rename:  # slot s shows option order[s] and calls it _neutral_name(s)
+                labels = [""] * k
+                for slot, option in enumerate(order):
+                    labels[option] = _neutral_name(slot)
+                criteria = {labels[i]: q.option_texts[i] for i in range(k)}
+                mapping = {label: i for i, label in enumerate(labels)}
+            else:
+                criteria = definition["criteria"]
+                mapping = {label: i for i, label in enumerate(q.labels)}
+            out.append(({**base, "criteria": criteria, "option_order": list(order)}, mapping))
+        return out
+
+    def on_predict_start(self, ctx: PredictContext) -> None:
+        from .questions import check_question
+
+        questions = ctx.questions
+        if not isinstance(questions, dict) or ctx.skipped:
+            return
+        added: dict = {}
+        plan: dict = {}
+        for qid, definition in questions.items():
+            if self.probes is not None and qid not in self.probes:
+                continue
+            if not isinstance(definition, dict) or definition.get("type") != "choice":
+                continue
+            if isinstance(qid, str) and _PROBE_ID.search(qid):
+                continue  # a variant of an outer call (the hook installed on a router and its agent)
+            try:
+                q = check_question(qid, definition)
+            except (ValueError, TypeError):
+                continue  # the call itself reports the invalid question
+            entries = []
+            for n, (vdef, mapping) in enumerate(self._variant_defs(qid, definition, q)):
+                vid = f"{qid}~stability{n}"
+                while vid in questions or vid in added:
+                    vid += "~"
+                added[vid] = vdef
+                entries.append((vid, mapping))
+            plan[qid] = _Probe({label: i for i, label in enumerate(q.labels)}, entries)
+        if not plan:
+            return
+        ctx.questions = {**questions, **added}  # a new dict: the caller's is left as it was
+        with self._calls_lock:
+            self._calls[ctx] = plan
+
+    # ---- end: fold the variants back into reliability ----
+
+    def _pop(self, ctx: PredictContext) -> dict | None:
+        with self._calls_lock:
+            return self._calls.pop(ctx, None)
+
+    def on_error(self, ctx: PredictContext) -> None:
+        self._pop(ctx)
+
+    def on_predict_end(self, ctx: PredictContext) -> None:
+        plan = self._pop(ctx)
+        if not plan or not isinstance(ctx.results, list):
+            return
+        ctx.results = [self._fold(result, plan, ctx.skipped) for result in ctx.results]
+
+    def _reliability(self, answer: dict, probe: _Probe, answers: dict) -> dict | None:
+        i = probe.index.get(answer.get("choice"))
+        if i is None:
+            return None
+        votes, probs = [], []
+        for vid, mapping in probe.variants:
+            v = answers.get(vid)
+            if not isinstance(v, dict) or v.get("choice") not in mapping:
+                continue
+            votes.append(mapping[v["choice"]] == i)
+            p = list(v.get("probabilities", {}).values())  # keyed in the original option order
+            probs.append(float(p[i]) if i < len(p) else 0.0)
+        if not votes:
+            if probe.variants:  # probed, but the probe answers are gone: nothing to say
+                return None
+            p = list(answer.get("probabilities", {}).values())
+            agreement, mean_prob = 1.0, float(p[i]) if i < len(p) else 1.0
+        else:
+            agreement, mean_prob = sum(votes) / len(votes), sum(probs) / len(probs)
+        return {"agreement": round(agreement, 4), "mean_prob": round(mean_prob, 4), "variants": len(votes),
+                "decision": self.decision(agreement)}
+
+    def _fold(self, result: Any, plan: dict, skipped: bool) -> Any:
+        if not isinstance(result, dict) or not isinstance(result.get("answers"), dict):
+            return result
+        answers = result["answers"]
+        origin = {vid: qid for qid, probe in plan.items() for vid, _ in probe.variants}
+        kept = {qid: a for qid, a in answers.items() if qid not in origin}
+        if not skipped:
+            for qid, probe in plan.items():
+                answer = kept.get(qid)
+                if isinstance(answer, dict) and answer.get("type") == "choice":
+                    reliability = self._reliability(answer, probe, answers)
+                    if reliability is not None:
+                        kept[qid] = {**answer, "reliability": reliability}
+        out = {**result, "answers": kept}
+        usage = result.get("usage")
+        if isinstance(usage, dict):
+            usage = dict(usage)
+            if not skipped:
+                usage["probe_rows"] = sum(1 for vid in origin if vid in answers)
+            if isinstance(usage.get("truncated_questions"), list):
+                truncated = []
+                for qid in usage["truncated_questions"]:
+                    qid = origin.get(qid, qid)
+                    if qid not in truncated:
+                        truncated.append(qid)
+                usage["truncated_questions"] = truncated
+            if isinstance(usage.get("options"), dict):
+                options = {qid: v for qid, v in usage["options"].items() if qid not in origin}
+                if options:
+                    usage["options"] = options
+                else:
+                    del usage["options"]
+            out["usage"] = usage
+        return out

@@ -1,0 +1,316 @@
+"""Public hook classes: BaseHook / Hook / PredictHook subclasses, AsyncHook, OptionStabilityHook."""
+
+import asyncio
+import threading
+
+import pytest
+
+import laya
+from laya.hooks import EVENTS, AsyncHook, BaseHook, Hook, OptionStabilityHook, PredictContext, PredictHook
+
+QUESTIONS = {
+    "intent": {"type": "choice", "instructions": "What does the customer want?",
+               "criteria": {"refund": "money back", "bug": "something broken", "other": None}},
+    "anger": {"type": "score", "instructions": "How angry is the writer?", "criteria": ["calm", "annoyed", "furious"]},
+    "urgent": {"type": "noul", "instructions": "Is it urgent?", "labels": {"false": "later", "true": "now"}},
+    "team": {"type": "choice", "instructions": "Which team?", "criteria": ["billing", "tech", "sales", "hr", "legal"]},
+    "single": {"type": "choice", "instructions": "Pick one", "criteria": ["only"]},
+}
+STATES = ["I want my money back for order 1234.", {"message": "The app crashes on login"}, "Thanks, all good now."]
+
+
+# ---- base classes ------------------------------------------------------------------------------------
+
+
+def test_base_classes_shape():
+    assert Hook is BaseHook and issubclass(BaseHook, PredictHook)
+    for event in EVENTS:
+        assert getattr(BaseHook(), event)(PredictContext([], {})) is None
+    assert {e for e in EVENTS if hasattr(PredictHook, e)} == {"on_predict_start", "on_predict_end", "on_error"}
+
+
+def test_base_hook_subclass_overrides_one_event(agent):
+    class Tag(BaseHook):
+        def on_predict_end(self, ctx):
+            ctx.results = [{**r, "tag": "seen"} for r in ctx.results]
+
+    plain = agent.predict(STATES[0], QUESTIONS)
+    r = agent.predict(STATES[0], QUESTIONS, hooks=Tag())
+    assert r.pop("tag") == "seen" and r == plain
+    with agent.hooks_installed(Tag()):
+        assert agent.predict_batch(STATES, QUESTIONS)[2]["tag"] == "seen"
+
+
+def test_predict_hook_subclass_rewrites_questions(agent):
+    class OnlyIntent(PredictHook):
+        def on_predict_start(self, ctx):
+            ctx.questions = {"intent": ctx.questions["intent"]}
+
+    r = agent.predict(STATES[0], QUESTIONS, hooks=OnlyIntent())
+    assert list(r["answers"]) == ["intent"]
+    assert r["answers"]["intent"] == agent.predict(STATES[0], QUESTIONS)["answers"]["intent"]
+
+
+# ---- AsyncHook ---------------------------------------------------------------------------------------
+
+
+class AsyncTagger:
+    def __init__(self):
+        self.threads = []
+
+    async def on_predict_end(self, ctx):
+        await asyncio.sleep(0)
+        self.threads.append(threading.current_thread().name)
+        ctx.results = [{**r, "async_tag": len(ctx.results)} for r in ctx.results]
+
+
+class AsyncBoom:
+    async def on_predict_start(self, ctx):
+        await asyncio.sleep(0)
+        raise RuntimeError("async boom")
+
+
+def test_async_hook_rewrites_results_on_private_loop(agent):
+    inner = AsyncTagger()
+    hook = AsyncHook(inner)
+    assert callable(hook.on_predict_end) and not hasattr(hook, "on_predict_start")
+    try:
+        out = agent.predict_batch(STATES, QUESTIONS, hooks=hook)
+        assert [r.pop("async_tag") for r in out] == [3, 3, 3]
+        assert out == agent.predict_batch(STATES, QUESTIONS)
+        assert inner.threads == ["laya-async-hook"]
+    finally:
+        hook.close()
+
+
+def test_async_hook_runs_on_given_running_loop(agent):
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="callers-loop", daemon=True)
+    thread.start()
+    inner = AsyncTagger()
+    try:
+        r = agent.predict(STATES[1], QUESTIONS, hooks=AsyncHook(inner, loop=loop))
+        assert r["async_tag"] == 1 and inner.threads == ["callers-loop"]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+        loop.close()
+
+
+def test_async_hook_called_from_inside_a_running_loop(agent):
+    inner = AsyncTagger()
+
+    async def caller():
+        # predict is synchronous: called from a coroutine, the hook must not wait on this very loop
+        return agent.predict(STATES[0], QUESTIONS, hooks=AsyncHook(inner, loop=asyncio.get_running_loop()))
+
+    assert asyncio.run(caller())["async_tag"] == 1 and inner.threads == ["laya-async-hook"]
+
+
+def test_async_hook_exceptions(agent):
+    with pytest.raises(RuntimeError, match="async boom"):
+        agent.predict(STATES[0], QUESTIONS, hooks=AsyncHook(AsyncBoom()), hooks_raise=True)
+    with pytest.warns(RuntimeWarning, match="hooks_raise=False.*async boom"):
+        r = agent.predict(STATES[0], QUESTIONS, hooks=AsyncHook(AsyncBoom()), hooks_raise=False)
+    assert r == agent.predict(STATES[0], QUESTIONS)
+
+
+def test_async_hook_sync_methods_and_timeout(agent):
+    class Mixed:
+        def on_predict_start(self, ctx):
+            ctx.questions = {"urgent": ctx.questions["urgent"]}
+
+        async def on_predict_end(self, ctx):
+            await asyncio.sleep(5)
+
+    with pytest.raises(TimeoutError, match="hooks_timeout"):
+        agent.predict(STATES[0], QUESTIONS, hooks=AsyncHook(Mixed()), hooks_raise=True, hooks_timeout=0.2)
+
+
+def test_async_hook_refuses_non_hooks():
+    with pytest.raises(TypeError, match="hook methods"):
+        AsyncHook(object())
+    with pytest.raises(TypeError, match="event loop"):
+        AsyncHook(AsyncTagger(), loop="nope")
+
+
+# ---- OptionStabilityHook -----------------------------------------------------------------------------
+
+
+def _without_reliability(result):
+    return {**result, "answers": {q: {k: v for k, v in a.items() if k != "reliability"}
+                                  for q, a in result["answers"].items()}}
+
+
+@pytest.mark.parametrize("variants", ["full", "order", "rename"])
+def test_option_stability_structure(agent, variants):
+    hook = OptionStabilityHook(accept=0.8, escalate=0.4, seed=3, variants=variants)
+    caller_questions = {q: dict(d) for q, d in QUESTIONS.items()}
+    out = agent.predict_batch(STATES, caller_questions, hooks=hook)
+    assert caller_questions == QUESTIONS  # the caller's dict is not rewritten
+    plain = agent.predict_batch(STATES, QUESTIONS)
+    for r, p in zip(out, plain):
+        assert list(r["answers"]) == list(QUESTIONS)  # no probe ids, original order
+        for qid, a in r["answers"].items():
+            if a["type"] != "choice":
+                assert "reliability" not in a
+                continue
+            rel = a["reliability"]
+            assert list(rel) == ["agreement", "mean_prob", "variants", "decision"]
+            assert 0.0 <= rel["agreement"] <= 1.0 and 0.0 <= rel["mean_prob"] <= 1.0
+            k = len(QUESTIONS[qid]["criteria"])
+            expected_n = {1: 0, 3: 3, 5: 3}[k]
+            assert rel["variants"] == expected_n
+            assert rel["decision"] == ("accept" if rel["agreement"] >= 0.8 else
+                                       "escalate" if rel["agreement"] < 0.4 else "review")
+        assert r["answers"]["single"]["reliability"] == {"agreement": 1.0, "mean_prob": 1.0, "variants": 0,
+                                                          "decision": "accept"}
+        # the probes leave the original answers exactly as a plain predict gives them
+        assert _without_reliability(r)["answers"] == p["answers"]
+        u = r["usage"]
+        assert u["probe_rows"] == 6 and u["input_tokens"] > p["usage"]["input_tokens"]
+        assert {k: v for k, v in u.items() if k not in ("input_tokens", "probe_rows")} == \
+            {k: v for k, v in p["usage"].items() if k != "input_tokens"}
+
+
+def test_option_stability_is_seeded(agent):
+    def run(seed):
+        return agent.predict_batch(STATES, QUESTIONS, hooks=OptionStabilityHook(accept=0.9, escalate=0.5, seed=seed))
+
+    first = run(11)
+    assert run(11) == first
+
+    def variant_defs(seed):
+        ctx = PredictContext(states=["s"], questions=QUESTIONS)
+        OptionStabilityHook(accept=0.9, escalate=0.5, seed=seed).on_predict_start(ctx)
+        return {q: d for q, d in ctx.questions.items() if q not in QUESTIONS}
+
+    assert variant_defs(11) == variant_defs(11)
+    assert variant_defs(11) != variant_defs(12)  # 5 options: 119 reorderings to draw 3 from
+    unseeded = agent.predict(STATES[0], QUESTIONS, hooks=OptionStabilityHook(accept=0.9, escalate=0.5))
+    assert unseeded["answers"]["team"]["reliability"]["variants"] == 3
+
+
+def test_option_stability_variants_answered_in_same_forward(agent, monkeypatch):
+    calls = []
+    infer = agent._infer
+
+    def counting(batch):
+        calls.append(batch)
+        return infer(batch)
+
+    monkeypatch.setattr(agent, "_infer", counting)
+    hook = OptionStabilityHook(accept=0.7, escalate=0.3, seed=0, probes=["team"], n_shuffles=2)
+    r = agent.predict(STATES[0], QUESTIONS, hooks=hook)
+    assert len(calls) == 1 and len(calls[0].rows) == len(QUESTIONS) + 2
+    assert "reliability" in r["answers"]["team"] and "reliability" not in r["answers"]["intent"]
+    assert r["answers"]["team"]["reliability"]["variants"] == 2 and r["usage"]["probe_rows"] == 2
+
+
+def test_option_stability_sees_probes_only_inside(agent):
+    seen = {}
+
+    class Spy(BaseHook):
+        def on_predict_start(self, ctx):
+            seen["start"] = list(ctx.questions)
+
+        def on_predict_end(self, ctx):
+            seen["end"] = list(ctx.results[0]["answers"])
+
+    # start hooks after the stability hook see the probes; end hooks after it see the cleaned results
+    agent.predict(STATES[0], QUESTIONS, hooks=[OptionStabilityHook(accept=0.5, escalate=0.5, seed=1), Spy()])
+    assert len(seen["start"]) == len(QUESTIONS) + 6 and any("~stability" in str(q) for q in seen["start"])
+    assert seen["end"] == list(QUESTIONS)
+
+
+def test_option_stability_reliability_arithmetic():
+    hook = OptionStabilityHook(accept=0.6, escalate=0.3, seed=0, n_shuffles=3, relabel=False, variants="order")
+    q = {"c": {"type": "choice", "instructions": "x", "criteria": ["a", "b", "c"]}}
+    ctx = PredictContext(states=["s"], questions=q)
+    hook.on_predict_start(ctx)
+    vids = [v for v in ctx.questions if v != "c"]
+    assert len(vids) == 3 and all(ctx.questions[v]["criteria"] == ["a", "b", "c"] for v in vids)
+    assert all(sorted(ctx.questions[v]["option_order"]) == [0, 1, 2] for v in vids)
+
+    def ans(choice, probs):
+        return {"type": "choice", "choice": choice, "probabilities": dict(zip("abc", probs))}
+
+    ctx.results = [{"model": "m", "answers": {"c": ans("a", [0.5, 0.3, 0.2]), vids[0]: ans("a", [0.6, 0.2, 0.2]),
+                                              vids[1]: ans("b", [0.3, 0.6, 0.1]), vids[2]: ans("a", [0.4, 0.3, 0.3])},
+                    "usage": {"input_tokens": 40, "output_tokens": 0, "truncated": True,
+                              "truncated_questions": [vids[1]], "options": {vids[0]: {"total": 3}}}}]
+    hook.on_predict_end(ctx)
+    r = ctx.results[0]
+    assert list(r["answers"]) == ["c"]
+    assert r["answers"]["c"]["reliability"] == {"agreement": 0.6667, "mean_prob": 0.4333, "variants": 3,
+                                                "decision": "accept"}
+    assert r["usage"] == {"input_tokens": 40, "output_tokens": 0, "truncated": True, "truncated_questions": ["c"],
+                          "probe_rows": 3}
+
+
+def test_option_stability_relabel_maps_back():
+    hook = OptionStabilityHook(accept=1.0, escalate=0.0, seed=5, n_shuffles=1)
+    q = {"c": {"type": "choice", "instructions": "x", "criteria": {"refund": "money back", "bug": None}}}
+    ctx = PredictContext(states=["s"], questions=q)
+    hook.on_predict_start(ctx)
+    (vid,) = [v for v in ctx.questions if v != "c"]
+    v = ctx.questions[vid]
+    assert v["option_order"] == [1, 0]  # the only non-identity order of two options
+    # slot 0 shows option 1 ("bug") and calls it A; option 0 keeps its text after its neutral name
+    assert v["criteria"] == {"B": "refund: money back", "A": "bug"}
+    ctx.results = [{"answers": {"c": {"type": "choice", "choice": "bug", "probabilities": {"refund": 0.4, "bug": 0.6}},
+                                vid: {"type": "choice", "choice": "A", "probabilities": {"B": 0.3, "A": 0.7}}},
+                    "usage": {"input_tokens": 1}}]
+    hook.on_predict_end(ctx)
+    assert ctx.results[0]["answers"]["c"]["reliability"] == {"agreement": 1.0, "mean_prob": 0.7, "variants": 1,
+                                                             "decision": "accept"}
+
+
+def test_option_stability_rename_limit_and_ids():
+    hook = OptionStabilityHook(accept=0.5, escalate=0.5, seed=0, rename_max_options=2)
+    q = {"c": {"type": "choice", "instructions": "x", "criteria": ["a", "b", "c"]},
+         "c~stability0": {"type": "noul", "instructions": "a caller's own id that looks like a probe"}}
+    ctx = PredictContext(states=["s"], questions=q)
+    hook.on_predict_start(ctx)
+    vids = [v for v in ctx.questions if v not in q]
+    assert vids[0] == "c~stability0~" and len(vids) == 3
+    assert all(ctx.questions[v]["criteria"] == ["a", "b", "c"] for v in vids)  # 3 options > 2: order only
+
+
+def test_option_stability_validation():
+    with pytest.raises(TypeError):
+        OptionStabilityHook()  # accept and escalate are required
+    with pytest.raises(ValueError, match="escalate"):
+        OptionStabilityHook(accept=0.3, escalate=0.6)
+    with pytest.raises(ValueError, match="accept"):
+        OptionStabilityHook(accept=1.5, escalate=0.1)
+    with pytest.raises(ValueError, match="n_shuffles"):
+        OptionStabilityHook(accept=0.5, escalate=0.1, n_shuffles=0)
+    with pytest.raises(ValueError, match="variants"):
+        OptionStabilityHook(accept=0.5, escalate=0.1, variants="some")
+    with pytest.raises(ValueError, match="relabel"):
+        OptionStabilityHook(accept=0.5, escalate=0.1, variants="rename", relabel=False)
+
+
+def test_option_stability_cache_skip_passes_through(agent):
+    cached = agent.predict(STATES[0], QUESTIONS)
+
+    class Cache(BaseHook):
+        def on_predict_start(self, ctx):
+            ctx.skip([cached])
+
+    r = agent.predict(STATES[0], QUESTIONS, hooks=[Cache(), OptionStabilityHook(accept=0.5, escalate=0.2, seed=0)])
+    assert r == cached
+
+
+def test_public_names_importable_without_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, laya.hooks as h, laya.email as e; "
+            "assert 'torch' not in sys.modules, 'torch imported'; "
+            "[getattr(h, n) for n in ('AsyncHook', 'BaseHook', 'Hook', 'OptionStabilityHook', 'PredictHook')]; "
+            "[getattr(e, n) for n in ('clean_email_body', 'email_state')]")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert laya is not None
