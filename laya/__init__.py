@@ -32,9 +32,8 @@ _LAZY = {
     "fit_abstention_thresholds": "laya.calibrate",
     "fit_binning_map": "laya.calibrate",
     "apply_binning_map": "laya.calibrate",
-    # shared arithmetic (proper_reward / td_lambda_targets pull torch)
+    # shared arithmetic (proper_reward pulls torch)
     "proper_reward": "laya.common",
-    "td_lambda_targets": "laya.common",
     "ece_score": "laya.common",
     "answer_confidence": "laya.common",
     "confidence_from_probs": "laya.common",

@@ -1,8 +1,7 @@
 """The public surface of spec §1.1: lazy top-level names and their home modules, `laya.common`,
-`laya.confidence` (min_confidence gate §2.4, Jev confidence §2.5) and `td_lambda_targets` (§7.2)."""
+`laya.confidence` (min_confidence gate §2.4, Jev confidence §2.5)."""
 
 import importlib
-import math
 import subprocess
 import sys
 
@@ -15,7 +14,7 @@ from laya.confidence import (GATE_STATES, apply_confidence_gate, check_min_confi
 SOURCES = {
     "laya.calibrate": ["fit_temperatures", "fit_one_temperature", "fit_temperature_map", "fit_abstention_thresholds",
                        "fit_binning_map", "apply_binning_map"],
-    "laya.common": ["proper_reward", "td_lambda_targets", "ece_score", "answer_confidence", "confidence_from_probs",
+    "laya.common": ["proper_reward", "ece_score", "answer_confidence", "confidence_from_probs",
                     "render_options", "QTYPES", "QTYPE_NAMES"],
     "laya.confidence": ["check_min_confidence", "check_min_confidence_map", "resolve_min_confidence",
                         "flag_low_confidence", "apply_confidence_gate", "GATE_STATES", "jev_confidence"],
@@ -51,7 +50,6 @@ def test_one_implementation_each():
     assert laya.jev_confidence is laya.serve.jev.jev_confidence
     assert laya.common.ece_score is laya.calibrate.ece_score
     assert laya.common.proper_reward is laya.train.objectives.proper_reward
-    assert laya.common.td_lambda_targets is laya.train.objectives.td_lambda_targets
     assert laya.common.render_options is laya.questions.render_options
     assert laya.common.QTYPES == {"choice": 0, "score": 1, "noul": 2}
     assert laya.common.QTYPE_NAMES == {0: "choice", 1: "score", 2: "noul"}
@@ -201,101 +199,3 @@ def test_apply_confidence_gate_on_a_result_and_a_batch():
     assert apply_confidence_gate(plain, None) == {"answers": _answers()}
     with pytest.raises(ValueError):
         apply_confidence_gate({"answers": {}}, float("nan"))
-
-
-# ---- td_lambda_targets (§7.2) ---------------------------------------------------------------------
-
-torch = pytest.importorskip("torch")
-
-
-def _episode_batch():
-    # rows: 0..2 episode 7 (shuffled: steps 2, 0, 1), 3 outside any episode, 4..5 episode 3 (steps 5, 9)
-    target = torch.tensor([[0.0, 1.0], [1.0, 0.0], [1.0, 0.0], [0.3, 0.7], [0.5, 0.5], [0.8, 0.2]])
-    return {"target": target, "ep_group": torch.tensor([7, 7, 7, -1, 3, 3]),
-            "ep_step": torch.tensor([2, 0, 1, 0, 5, 9]), "qtype": torch.tensor([2, 2, 2, 0, 2, 2])}
-
-
-P_TRUE = torch.tensor([0.9, 0.2, 0.4, 0.5, 0.6, 0.1])
-
-
-def _expected(lam):
-    # episode 7 in step order: rows 1, 2, 0; outcome y = gold P(true) of row 0 = 1.0
-    g0 = 1.0
-    g2 = (1 - lam) * P_TRUE[0].item() + lam * g0
-    g1 = (1 - lam) * P_TRUE[2].item() + lam * g2
-    # episode 3: rows 4, 5; outcome y = 0.2
-    h5 = 0.2
-    h4 = (1 - lam) * P_TRUE[5].item() + lam * h5
-    g = {0: g0, 1: g1, 2: g2, 4: h4, 5: h5}
-    rows = [[1 - g[r], g[r]] if r in g else [0.3, 0.7] for r in range(6)]
-    return torch.tensor(rows)
-
-
-@pytest.mark.parametrize("lam", [1.0, 0.0, 0.5, 0.25])
-def test_td_lambda_targets_hand_computed(lam):
-    batch = _episode_batch()
-    before = batch["target"].clone()
-    out = laya.td_lambda_targets(P_TRUE, batch, lam=lam)
-    assert torch.allclose(out, _expected(lam), atol=1e-6)
-    assert torch.equal(batch["target"], before)  # a new tensor; the batch is untouched
-
-
-def test_td_lambda_lam1_is_the_monte_carlo_outcome_and_lam0_one_step():
-    out = laya.td_lambda_targets(P_TRUE, _episode_batch(), lam=1)
-    assert out[[0, 1, 2], 1].tolist() == [1.0, 1.0, 1.0]
-    assert torch.allclose(out[[4, 5], 1], torch.tensor([0.2, 0.2]))
-    out = laya.td_lambda_targets(P_TRUE, _episode_batch(), lam=0)
-    # each turn learns the model's next-turn P(true); the last turn the outcome
-    assert torch.allclose(out[[1, 2, 0], 1], torch.tensor([0.4, 0.9, 1.0]))
-    assert torch.allclose(out[:, 0] + out[:, 1], torch.ones(6))
-
-
-def test_td_lambda_default_lam_is_one_and_default_p_true_never_gets_a_gradient():
-    p = P_TRUE.clone().requires_grad_(True)
-    out = laya.td_lambda_targets(p, _episode_batch())
-    assert not out.requires_grad
-    assert torch.allclose(out, _expected(1.0))
-
-
-def test_td_lambda_without_episodes_returns_a_copy():
-    batch = {"target": torch.tensor([[0.2, 0.8], [1.0, 0.0]])}
-    out = laya.td_lambda_targets(torch.tensor([0.1, 0.2]), batch, lam=0.0)
-    assert torch.equal(out, batch["target"]) and out is not batch["target"]
-    batch["ep_group"] = torch.tensor([-1, -1])
-    batch["ep_step"] = torch.tensor([0, 0])
-    assert torch.equal(laya.td_lambda_targets(torch.tensor([0.1, 0.2]), batch, lam=0.0), batch["target"])
-
-
-def test_td_lambda_accepts_lists_and_attribute_batches():
-    class B:
-        target = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]  # K = 3 columns (padding after the two noul slots)
-        ep_group = [0, 0]
-        ep_step = [0, 1]
-    out = laya.td_lambda_targets([0.3, 0.6], B(), lam=0.0)
-    assert torch.allclose(out, torch.tensor([[0.4, 0.6, 0.0], [0.0, 1.0, 0.0]]))
-
-
-@pytest.mark.parametrize("lam", [-0.1, 1.5, float("nan"), True, "1"])
-def test_td_lambda_refuses_bad_lam(lam):
-    with pytest.raises(ValueError, match="lam"):
-        laya.td_lambda_targets(P_TRUE, _episode_batch(), lam=lam)
-
-
-def test_td_lambda_refuses_bad_batches():
-    batch = _episode_batch()
-    batch["ep_step"] = torch.tensor([1, 0, 1, 0, 5, 9])
-    with pytest.raises(ValueError, match="repeats an ep_step"):
-        laya.td_lambda_targets(P_TRUE, batch)
-    batch = _episode_batch()
-    batch["qtype"] = torch.tensor([2, 0, 2, 0, 2, 2])
-    with pytest.raises(ValueError, match="not a noul question"):
-        laya.td_lambda_targets(P_TRUE, batch)
-    batch = _episode_batch()
-    del batch["ep_step"]
-    with pytest.raises(ValueError, match="no 'ep_step'"):
-        laya.td_lambda_targets(P_TRUE, batch)
-    with pytest.raises(ValueError, match="rows"):
-        laya.td_lambda_targets(P_TRUE[:5], _episode_batch())
-    with pytest.raises(ValueError, match="no 'target'"):
-        laya.td_lambda_targets(P_TRUE, {})
-    assert math.isfinite(float(laya.td_lambda_targets(P_TRUE, _episode_batch()).sum()))

@@ -3,19 +3,14 @@
 - soft_ce_loss: cross-entropy against gold probabilities.
 - rlcd_loss: a policy-gradient term whose reward is a strictly proper scoring rule of Gaussian-
   perturbed answers (log + spherical score, minus RPS for score questions), plus the soft CE.
-- td_lambda_targets: TD(lambda) targets for multi-turn yes/no episodes (ep_group, ep_step).
 """
 
 from __future__ import annotations
-
-import math
-from collections.abc import Mapping
 
 import torch
 
 LOG_FLOOR = -9.21  # log(1e-4): one confident miss cannot dominate a batch's reward
 SCORE_QTYPE = 1
-NOUL_QTYPE = 2
 
 
 def soft_ce_loss(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -68,79 +63,3 @@ def sigma_at(epoch_progress: float, start: float = 0.4, end: float = 0.1) -> flo
     """Linear anneal of the perturbation scale over training (progress in [0, 1])."""
     p = min(1.0, max(0.0, epoch_progress))
     return start + (end - start) * p
-
-
-def td_lambda_targets(p_true: torch.Tensor, batch, lam: float = 1.0) -> torch.Tensor:
-    """TD(lambda) targets for multi-turn episodes of yes/no (noul) questions; a new target tensor.
-
-    `batch` is a mapping (or an object with these attributes):
-      - "target": [N, K] gold probabilities; a noul row holds [P(false), P(true)] in columns 0 and 1.
-      - "ep_group": [N] episode id of each row; a negative id (-1) marks a row outside any episode.
-        Absent or None: no episodes, the targets come back unchanged (a copy).
-      - "ep_step": [N] the row's turn within its episode (only the order matters; distinct per episode).
-      - "qtype" (optional): [N] question types; every episode row must then be noul (2).
-    `p_true`: [N] the model's current P(true) per row, the bootstrap values (read, never differentiated).
-
-    Within an episode, turns t = 0..T-1 sorted by ep_step, the gold P(true) of the LAST turn is the
-    episode's outcome y (the gold of earlier turns is not used):
-
-        G[T-1] = y,    G[t] = (1 - lam) * p_true[t+1] + lam * G[t+1],    target[t] = [1 - G[t], G[t]]
-
-    No discount and no intermediate rewards. lam = 1: every turn learns the outcome (the Monte-Carlo
-    return); lam = 0: every turn learns the model's next-turn prediction (one-step TD), the last the
-    outcome. Rows outside episodes keep their target.
-    """
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not math.isfinite(lam) or not 0.0 <= lam <= 1.0:
-        raise ValueError(f"lam must be a number between 0 and 1, got {lam!r}")
-
-    def get(key):
-        return batch.get(key) if isinstance(batch, Mapping) else getattr(batch, key, None)
-
-    target = get("target")
-    if target is None:
-        raise ValueError("td_lambda_targets: the batch has no 'target'")
-    target = torch.as_tensor(target)
-    if target.dim() != 2 or target.shape[1] < 2:
-        raise ValueError(f"td_lambda_targets: target must be [N, K>=2], got shape {tuple(target.shape)}")
-    out = target.clone()
-    groups = get("ep_group")
-    if groups is None:
-        return out
-    n = target.shape[0]
-    groups = torch.as_tensor(groups).reshape(-1).tolist()
-    steps = get("ep_step")
-    if steps is None:
-        raise ValueError("td_lambda_targets: the batch has 'ep_group' but no 'ep_step'")
-    steps = torch.as_tensor(steps).reshape(-1).tolist()
-    p = torch.as_tensor(p_true).detach().reshape(-1).double().tolist()
-    if not len(groups) == len(steps) == len(p) == n:
-        raise ValueError(f"td_lambda_targets: target has {n} rows but ep_group {len(groups)}, ep_step {len(steps)} "
-                         f"and p_true {len(p)}")
-    qtypes = get("qtype")
-    qtypes = None if qtypes is None else torch.as_tensor(qtypes).reshape(-1).tolist()
-
-    episodes: dict = {}
-    for row, group in enumerate(groups):
-        if group >= 0:
-            if qtypes is not None and qtypes[row] != NOUL_QTYPE:
-                raise ValueError(f"td_lambda_targets: row {row} is in episode {group} but is not a noul question "
-                                 f"(qtype {qtypes[row]})")
-            episodes.setdefault(group, []).append(row)
-    rows, values = [], []
-    for group, members in episodes.items():
-        members.sort(key=lambda r: steps[r])
-        ordered = [steps[r] for r in members]
-        if len(set(ordered)) != len(ordered):
-            raise ValueError(f"td_lambda_targets: episode {group} repeats an ep_step ({ordered})")
-        g = float(target[members[-1], 1])
-        for j in range(len(members) - 1, -1, -1):
-            if j < len(members) - 1:
-                g = (1.0 - lam) * p[members[j + 1]] + lam * g
-            rows.append(members[j])
-            values.append(g)
-    if rows:
-        index = torch.tensor(rows, dtype=torch.long, device=out.device)
-        g = torch.tensor(values, dtype=out.dtype, device=out.device)
-        out[index, 0] = 1.0 - g
-        out[index, 1] = g
-    return out
