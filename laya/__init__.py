@@ -14,11 +14,13 @@ from .presets import (email_questions, guard_questions, moderation_questions, ro
                       triage_questions)
 from .questions import QTYPE_NAMES, QTYPES, render_options  # noqa: E402
 from .registry import DEFAULT_MODELS  # noqa: E402
-from .hooks import HookRegistry, PredictContext  # noqa: E402
+from .email import clean_email_body, email_state  # noqa: E402
+from .hooks import (AsyncHook, BaseHook, Hook, HookRegistry, OptionStabilityHook, PredictContext,  # noqa: E402
+                    PredictHook)
 from .lang import detect_language, detect_script, is_english  # noqa: E402
 from .router import RouteDecision, Router  # noqa: E402
 from .structured import DecisionResult, decide, decide_batch  # noqa: E402
-from . import confidence, hooks, lang, presets, router, structured  # noqa: E402,F401
+from . import confidence, email, hooks, lang, presets, router, structured  # noqa: E402,F401
 
 _LAZY = {
     "PINNED_REVISIONS": "laya.revisions",
@@ -48,9 +50,10 @@ _LAZY = {
 }
 
 __all__ = ["__version__", "QTYPES", "QTYPE_NAMES", "render_options", "DEFAULT_MODELS", "HookRegistry",
-           "PredictContext", "email_questions", "guard_questions", "moderation_questions", "router_questions",
+           "PredictContext", "AsyncHook", "BaseHook", "Hook", "OptionStabilityHook", "PredictHook",
+           "clean_email_body", "email_state", "email_questions", "guard_questions", "moderation_questions", "router_questions",
            "triage_questions", "detect_language", "detect_script", "is_english", "Router", "RouteDecision",
-           "DecisionResult", "decide", "decide_batch", "confidence", "hooks", "lang", "presets", "router", "structured",
+           "DecisionResult", "decide", "decide_batch", "confidence", "email", "hooks", "lang", "presets", "router", "structured",
            *_LAZY]
 
 

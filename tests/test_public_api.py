@@ -18,7 +18,11 @@ SOURCES = {
                     "render_options", "QTYPES", "QTYPE_NAMES"],
     "laya.confidence": ["check_min_confidence", "check_min_confidence_map", "resolve_min_confidence",
                         "flag_low_confidence", "apply_confidence_gate", "GATE_STATES", "jev_confidence"],
+    "laya.hooks": ["AsyncHook", "BaseHook", "Hook", "OptionStabilityHook", "PredictContext", "PredictHook"],
+    "laya.email": ["clean_email_body", "email_state"],
 }
+EAGER = {"render_options", "QTYPES", "QTYPE_NAMES", "AsyncHook", "BaseHook", "Hook", "OptionStabilityHook",
+         "PredictContext", "PredictHook", "clean_email_body", "email_state"}  # pure Python: imported with laya
 
 
 @pytest.mark.parametrize("module, name", [(m, n) for m, names in SOURCES.items() for n in names])
@@ -30,7 +34,7 @@ def test_top_level_name_comes_from_the_named_module(module, name):
 def test_lazy_table_names_the_spec_sources():
     for module, names in SOURCES.items():
         for name in names:
-            if name not in ("render_options", "QTYPES", "QTYPE_NAMES"):  # eager (pure Python) at top level
+            if name not in EAGER:
                 assert laya._LAZY[name] == module
 
 
@@ -55,8 +59,9 @@ def test_one_implementation_each():
     assert laya.common.QTYPE_NAMES == {0: "choice", 1: "score", 2: "noul"}
 
 
-def test_confidence_is_a_listed_submodule():
-    assert "confidence" in laya.__all__ and laya.confidence.__name__ == "laya.confidence"
+@pytest.mark.parametrize("name", ["confidence", "email", "hooks", "lang", "presets", "router", "structured"])
+def test_spec_submodules_are_listed(name):
+    assert name in laya.__all__ and getattr(laya, name).__name__ == f"laya.{name}"
 
 
 def test_import_laya_and_the_torch_free_modules_do_not_import_torch():
