@@ -47,6 +47,19 @@ _LAZY = {
     "apply_confidence_gate": "laya.confidence",
     "GATE_STATES": "laya.confidence",
     "jev_confidence": "laya.confidence",
+    # narrowing choices with many options (torch via the agent)
+    "shortlist_choice": "laya.shortlist",
+    "predict_shortlist": "laya.shortlist",
+    "predict_tournament": "laya.shortlist",
+    "embed_fn_from_agent": "laya.shortlist",
+    "cached_embed_fn": "laya.shortlist",
+    # LangChain runnables (extra `langchain`: an ImportError naming it when langchain-core is missing)
+    "LayaRouter": "laya.integrations",
+    "LayaGuardrail": "laya.integrations",
+    "LayaGuardrailError": "laya.integrations",
+    "LayaTriage": "laya.integrations",
+    "LayaEvaluator": "laya.integrations",
+    "LayaDecision": "laya.integrations",
 }
 
 __all__ = ["__version__", "QTYPES", "QTYPE_NAMES", "render_options", "DEFAULT_MODELS", "HookRegistry",

@@ -20,6 +20,8 @@ SOURCES = {
                         "flag_low_confidence", "apply_confidence_gate", "GATE_STATES", "jev_confidence"],
     "laya.hooks": ["AsyncHook", "BaseHook", "Hook", "OptionStabilityHook", "PredictContext", "PredictHook"],
     "laya.email": ["clean_email_body", "email_state"],
+    "laya.shortlist": ["shortlist_choice", "predict_shortlist", "predict_tournament", "embed_fn_from_agent",
+                       "cached_embed_fn"],
 }
 EAGER = {"render_options", "QTYPES", "QTYPE_NAMES", "AsyncHook", "BaseHook", "Hook", "OptionStabilityHook",
          "PredictContext", "PredictHook", "clean_email_body", "email_state"}  # pure Python: imported with laya
@@ -204,3 +206,16 @@ def test_apply_confidence_gate_on_a_result_and_a_batch():
     assert apply_confidence_gate(plain, None) == {"answers": _answers()}
     with pytest.raises(ValueError):
         apply_confidence_gate({"answers": {}}, float("nan"))
+
+
+def test_langchain_runnables_are_lazy_names_of_laya_integrations():
+    names = ["LayaRouter", "LayaGuardrail", "LayaGuardrailError", "LayaTriage", "LayaEvaluator", "LayaDecision"]
+    assert all(laya._LAZY[name] == "laya.integrations" and name in laya.__all__ for name in names)
+    try:
+        import langchain_core  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="langchain-core"):
+            laya.LayaRouter
+    else:
+        integrations = importlib.import_module("laya.integrations")
+        assert all(getattr(laya, name) is getattr(integrations, name) for name in names)
