@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lang-guess", default=None, metavar="CODE", help="language to assume when --lang is not given")
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:N, mps or auto")
     p.add_argument("--backend", default=None, help="inference backend passed to laya.load (eager, compile, ...)")
+    p.add_argument("--onnx-path", default=None, help="ONNX graph for --backend onnx (default laya.onnx)")
+    p.add_argument("--aoti-path", default=None, help="AOTInductor package (.pt2) for --backend aoti")
     p.add_argument("--max-len", type=int, default=None)
     p.add_argument("--head-max-len", type=int, default=None)
     p.add_argument("--min-confidence", type=float, default=None, help="abstain below this answer confidence")
@@ -106,6 +108,22 @@ def interactive_lines(err: Any) -> Iterator[str]:
             return
         if line.strip():
             yield line.rstrip("\n")
+
+
+def backend_kwargs(args: argparse.Namespace) -> dict | None:
+    """laya.load keywords for --backend and the exported-graph paths (each path only with its backend)."""
+    paths = {"onnx": ("onnx_path", args.onnx_path), "aoti": ("aoti_path", args.aoti_path)}
+    for backend, (key, value) in paths.items():
+        if value is not None and (args.backend or "").strip().lower() != backend:
+            raise UsageError(f"--{key.replace('_', '-')} {value!r} needs --backend {backend} "
+                             f"(got --backend {args.backend!r})")
+    if not args.backend:
+        return None
+    kwargs = {"backend": args.backend}
+    key, value = paths.get(args.backend.strip().lower(), (None, None))
+    if value is not None:
+        kwargs[key] = value
+    return kwargs
 
 
 def route_model(model: str | None) -> tuple[str | None, dict]:
@@ -232,7 +250,7 @@ def run(args: argparse.Namespace, out: Any, err: Any = None) -> int:
     from .router import Router
 
     model, extra = route_model(args.model)
-    agent_kwargs = {"backend": args.backend} if args.backend and predicting else None
+    agent_kwargs = backend_kwargs(args) if predicting else None
     router = Router(models=extra, device=args.device, lang_guess=args.lang_guess, agent_kwargs=agent_kwargs)
     per_request = {k: v for k, v in (("model", model), ("task", args.task), ("lang", args.lang),
                                      ("max_len", args.max_len), ("head_max_len", args.head_max_len)) if v is not None}

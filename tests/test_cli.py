@@ -47,6 +47,9 @@ def test_questions_file(tiny_checkpoint, tmp_path, capsys):
     (["some text", "--predict"], 2, "no questions"),
     (["x", "--preset", "triage", "--min-confidence", "2"], 2, "min_confidence"),
     (["x", "--preset", "triage", "--model", "./no/such/checkpoint"], 1, "Local model path not found"),
+    (["x", "--preset", "triage", "--aoti-path", "d.pt2"], 2, "--aoti-path 'd.pt2' needs --backend aoti"),
+    (["x", "--preset", "triage", "--backend", "eager", "--onnx-path", "m.onnx"], 2,
+     "--onnx-path 'm.onnx' needs --backend onnx (got --backend 'eager')"),
 ])
 def test_exit_codes(argv, code, fragment, capsys):
     assert main(argv) == code
@@ -143,3 +146,11 @@ def test_interactive_mode_reads_stdin_lines():
     proc = run_cli("--json", stdin="hola amigo, necesito ayuda\n\nI was charged twice for my order\nquit\nignored\n")
     assert proc.returncode == 0, proc.stderr
     assert [json.loads(line)["model"] for line in proc.stdout.splitlines()] == ["multilingual", "english"]
+
+
+def test_exported_graph_paths_reach_laya_load(tiny_checkpoint, tmp_path, capsys):
+    missing = tmp_path / "nope.pt2"
+    assert main(["x", "--preset", "triage", "--model", tiny_checkpoint, "--backend", "aoti",
+                 "--aoti-path", str(missing)]) == 1
+    err = capsys.readouterr().err
+    assert "AOTInductor package not found" in err and "nope.pt2" in err
