@@ -406,9 +406,8 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
     asks the same questions again; `question_heads` is that lookup plus each question's decoding plan
     (both once per call).
     """
-    import numpy as np
 
-    from laya.agent import host_array
+    from laya.agent import act_probabilities, host_array
     from laya.answers import Calibration, DecodePlan, check_min_confidence
     from laya.pipeline import checked_questions
     from laya.sequence import tokenizer_view
@@ -438,11 +437,10 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
         t4 = time.perf_counter()
         collate([r for _, rows in encoded for r in rows], view.pad_id)
         t5 = time.perf_counter()
-        act = host_array(act_logits_t).astype(np.float64)  # the tail of Agent._run_forward after the model call ...
-        act -= np.maximum.reduce(act, axis=-1, keepdims=True)
-        np.exp(act, out=act)
-        act /= np.add.reduce(act, axis=-1, keepdims=True)
-        logits, act = host_array(logits_t).tolist(), act.tolist()  # ... and _answer's conversion to plain floats
+        logits, act = host_array(logits_t), act_probabilities(act_logits_t)  # the tail of Agent._run_forward ...
+        logits = logits.tolist()  # ... and _answer's conversion to plain floats
+        if not isinstance(act, list):
+            act = act.tolist()
         t6 = time.perf_counter()
         k = len(qs)
         for j, enc in enumerate(encoded):

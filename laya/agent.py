@@ -43,6 +43,33 @@ def host_array(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
+def act_probabilities(act_logits: torch.Tensor) -> Any:
+    """Softmax over the act logits [N, n_act] in float64, on the host.
+
+    Host-side because torch would spread these few numbers over its thread pool, which stalls for
+    milliseconds on a busy CPU (measured by benchmarks/bench_overhead.py). For the model's two act logits
+    per row the answer is a list of [p0, p1] lists: the same float64 operations as the general numpy
+    branch (float32 -> float64, minus the row's np.maximum, np.exp, divided by the row sum, which for two
+    values is one addition in any order) with one numpy call instead of six -- numpy calls are what a
+    request pays most for once a forward has evicted them from the caches.
+    """
+    act = host_array(act_logits)
+    if act.ndim == 2 and act.shape[1] == 2:
+        shifted = []
+        for a, b in act.tolist():  # float32 -> Python float is exact, like astype(np.float64)
+            top = a if a >= b or a != a else b  # np.maximum: the larger one, NaN when either is NaN
+            shifted += (a - top, b - top)
+        e = np.exp(shifted).tolist()
+        return [[x / (x + y), y / (x + y)] for x, y in zip(e[::2], e[1::2])]
+    # (np.maximum/np.add.reduce are what ndarray.max/sum call, minus numpy's Python wrappers; in place:
+    # the same numbers with fewer temporaries)
+    act = act.astype(np.float64)
+    act -= np.maximum.reduce(act, axis=-1, keepdims=True)
+    np.exp(act, out=act)
+    act /= np.add.reduce(act, axis=-1, keepdims=True)
+    return act
+
+
 def is_oom(error: BaseException, device: torch.device) -> bool:
     if device.type == "cpu":
         return False
@@ -224,7 +251,8 @@ class Agent(Predictor):
         return contextlib.nullcontext()
 
     def _run_forward(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
-        """The one forward the agent calls: (logits [N, K] fp32, act probabilities [N, n_act]) on the host.
+        """The one forward the agent calls: (logits [N, K] fp32, act probabilities [N, n_act]) on the host
+        (the act probabilities as nested lists for a two-logit act head, see act_probabilities).
 
         Backends replace `self.model.forward`; this method stays the same.
         """
@@ -251,15 +279,7 @@ class Agent(Predictor):
                     logits, act_logits = self._call_model(tensors, on_cuda)
             else:
                 logits, act_logits = self._call_model(tensors, on_cuda)
-        # The act softmax runs on the host: torch would spread these few numbers over its thread pool,
-        # which stalls for milliseconds on a busy CPU (measured by benchmarks/bench_overhead.py).
-        # (np.maximum/np.add.reduce are what ndarray.max/sum call, minus numpy's Python wrappers; in place:
-        # the same numbers with fewer temporaries)
-        act = host_array(act_logits).astype(np.float64)
-        act -= np.maximum.reduce(act, axis=-1, keepdims=True)
-        np.exp(act, out=act)
-        act /= np.add.reduce(act, axis=-1, keepdims=True)
-        return host_array(logits), act
+        return host_array(logits), act_probabilities(act_logits)
 
     def _call_model(self, tensors: tuple, on_cuda: bool) -> tuple:
         if self._compiled:

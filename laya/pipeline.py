@@ -1,7 +1,8 @@
 """The request path every laya runtime shares: validate, tokenise, batch, call the forward, decode.
 
 A runtime (the torch Agent, the ONNX agent) subclasses `Predictor` and supplies `tok`, `cfg`, the
-calibration attributes and `_infer(batch) -> (logits [N, K] fp32, act probabilities [N, n_act])`.
+calibration attributes and `_infer(batch) -> (logits [N, K] fp32, act probabilities [N, n_act])`, each a
+numpy array (the act probabilities may also be nested lists of floats).
 """
 
 from __future__ import annotations
@@ -196,7 +197,9 @@ class Predictor(HookRegistry):
                     part = idx[c:c + chunk]
                     rows = [r for i in part for r in encoded[i][1]]
                     logits, act = self._infer(collate(rows, view.pad_id))
-                    logits, act = logits.tolist(), act.tolist()  # plain floats: decoding is per element
+                    logits = logits.tolist()  # plain floats: decoding is per element
+                    if not isinstance(act, list):
+                        act = act.tolist()
                     for j, i in enumerate(part):
                         offset = j * k
                         results[i] = self._result(qs, encoded[i], logits[offset:offset + k],
