@@ -99,12 +99,22 @@ def _clean_segment(lines: list[str]) -> list[str]:
         if _SIG_DELIM.match(line):
             kept = kept[:j]
             break
-    for j, line in enumerate(kept):  # a closing line near the end, with something written above it
-        if _SIGN_OFF.match(line) and any(x.strip() for x in kept[:j]) \
-                and sum(1 for x in kept[j + 1:] if x.strip()) <= SIGNATURE_MAX_LINES:
-            kept = kept[:j]
+    # A closing line ("Best," "Thanks!") with something written above it and only signature-like lines
+    # below: the LAST such line, so an early "Thanks!" before the actual request never cuts the request.
+    for j in range(len(kept) - 1, -1, -1):
+        if _SIGN_OFF.match(kept[j]) and any(x.strip() for x in kept[:j]):
+            below = [x for x in kept[j + 1:] if x.strip()]
+            if len(below) <= SIGNATURE_MAX_LINES and not any(_is_sentence(x) for x in below):
+                kept = kept[:j]
             break
     return kept
+
+
+def _is_sentence(line: str) -> bool:
+    """Prose rather than a signature line (name, title, company, phone): many words, or a few words
+    ending like a sentence."""
+    words = line.split()
+    return len(words) >= 7 or (len(words) >= 4 and line.rstrip()[-1:] in ".?!")
 
 
 def _tidy(lines: list[str]) -> str:

@@ -97,3 +97,11 @@ def test_email_state_with_the_preset(agent):
     state = email_state(subject="Refund", body=REPLY, sender="john@acme.com")
     r = agent.predict(state, email_questions())
     assert list(r["answers"]) == list(email_questions())
+
+
+def test_an_early_thanks_never_cuts_the_request():
+    text = ("Hi team,\n\nThanks!\n\nI was charged twice for my subscription.\nPlease refund the second charge."
+            "\n\nBest,\nAnn")
+    assert clean_email_body(text) == ("Hi team,\n\nThanks!\n\nI was charged twice for my subscription.\n"
+                                      "Please refund the second charge.")
+    assert "crashes" in clean_email_body("Hi,\nThank you.\nThe app crashes every time I open my invoices page.")
