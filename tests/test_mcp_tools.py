@@ -1,0 +1,479 @@
+"""The MCP server's tool logic (laya.mcp.tools, spec §1.11) on the tiny checkpoint, without the `mcp` package;
+the remote path (LAYA_BASE_URL) against a local HTTP stub; server.py's registration when `mcp` is installed."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from laya.mcp.tools import REMOTE_TOOLS, TOOL_NAMES, LayaTools
+
+STATE = {"message": "My card was charged twice for the same order, please refund me."}
+QUESTIONS = {
+    "intent": {"type": "choice", "instructions": "What does the customer want?",
+               "criteria": {"refund": "money back", "help": "technical help", "other": None}},
+    "urgency": {"type": "score", "instructions": "How urgent is it?", "criteria": ["low", "medium", "high"]},
+    "angry": {"type": "noul", "instructions": "Is the customer angry?"},
+}
+
+
+def call(tools: LayaTools, name: str, **kwargs) -> dict:
+    raw = getattr(tools, name)(**kwargs)
+    assert isinstance(raw, str)
+    return json.loads(raw)
+
+
+def error_code(out: dict) -> str:
+    assert "error" in out, out
+    assert set(out["error"]) >= {"code", "message"}
+    return out["error"]["code"]
+
+
+@pytest.fixture(scope="module")
+def tools(agent):
+    return LayaTools(agent, env={})
+
+
+# ---- local tools ----------------------------------------------------------------------------------------
+
+def test_tool_names_match_the_spec():
+    assert TOOL_NAMES == ("laya_status", "laya_route", "laya_route_batch", "laya_predict", "laya_predict_batch",
+                          "laya_shortlist", "laya_tournament", "laya_preset", "laya_decide", "laya_predict_long")
+    assert set(REMOTE_TOOLS) <= set(TOOL_NAMES)
+
+
+def test_status_reports_the_served_agent(tools):
+    out = call(tools, "laya_status")
+    assert out["status"] == "ok" and out["mode"] == "local"
+    assert out["served"] == ["local"] and out["default"] == "local" and out["loaded"] == ["local"]
+    assert out["device"] == "cpu" and out["device_is_preference"] is False
+    assert out["cpu_fallbacks"]["local"]["count"] == 0
+    assert out["tools"] == list(TOOL_NAMES)
+
+
+def test_status_does_not_call_a_factory():
+    called = []
+    tools = LayaTools(lambda: called.append(1), env={})
+    out = call(tools, "laya_status")
+    assert out["ready"] is False and out["loaded"] == [] and called == []
+
+
+def test_route_loads_nothing_and_stays_on_the_served_checkpoint(tools):
+    out = call(tools, "laya_route", state=STATE, questions=QUESTIONS)
+    assert out["model"] == "local" and isinstance(out["reason"], str)
+    assert out["detection"] is None or isinstance(out["detection"], dict)
+    out = call(tools, "laya_route", state=STATE, model="local")
+    assert out["model"] == "local" and "explicit model" in out["reason"]
+
+
+def test_predict_matches_the_agent(tools, agent):
+    out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS)
+    assert list(out["answers"]) == list(QUESTIONS)
+    assert out["routing"]["model"] == "local"
+    assert out["device"] == "cpu" and out["latency_ms"] >= 0
+    assert out["usage"]["input_tokens"] > 0
+    direct = agent.predict(STATE, QUESTIONS, lang=(out["routing"].get("detection") or {}).get("language"))
+    assert out["answers"] == json.loads(json.dumps(direct["answers"]))
+
+
+def test_predict_min_confidence_and_budgets(tools):
+    out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS, min_confidence=0.99, max_len=128,
+               head_max_len=64)
+    for answer in out["answers"].values():
+        assert answer["abstention"] in ("passed", "abstained", "unevaluated")
+        assert answer["abstention_threshold"] == 0.99
+    out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS, min_confidence={"default": 0.2})
+    assert all(a["abstention_threshold"] == 0.2 for a in out["answers"].values())
+
+
+def test_predict_batch_in_input_order(tools):
+    other = {"spam": {"type": "noul", "instructions": "Is it spam?"}}
+    states = [STATE, {"message": "Hello, how do I reset my password?"}, {"message": "WIN A FREE PRIZE NOW"}]
+    requests = [{"state": states[0], "questions": QUESTIONS}, {"state": states[1], "questions": QUESTIONS},
+                {"state": states[2], "questions": other}]
+    out = call(tools, "laya_predict_batch", requests=requests)
+    assert [list(r["answers"]) for r in out["results"]] == [list(QUESTIONS), list(QUESTIONS), ["spam"]]
+    assert all(r["routing"]["model"] == "local" and r["device"] == "cpu" for r in out["results"])
+    assert out["total_usage"]["input_tokens"] == sum(r["usage"]["input_tokens"] for r in out["results"])
+    for request, result in zip(requests, out["results"]):
+        single = call(tools, "laya_predict", **request)
+        assert single["answers"] == result["answers"]
+    sized = call(tools, "laya_predict_batch", requests=requests, batch_size=1, sort_by_length=True, hooks_timeout=5,
+                 min_confidence=0.5)
+    assert [r["answers"]["spam" if "spam" in r["answers"] else "angry"]["abstention_threshold"]
+            for r in sized["results"]] == [0.5, 0.5, 0.5]
+
+
+def test_route_batch(tools):
+    out = call(tools, "laya_route_batch", requests=[{"state": STATE}, {"state": STATE, "questions": QUESTIONS,
+                                                                      "model": "local"}])
+    assert [r["model"] for r in out["routes"]] == ["local", "local"]
+
+
+def test_shortlist_narrows_long_choices(tools):
+    labels = [f"label_{i}" for i in range(30)]
+    questions = {"pick": {"type": "choice", "instructions": "Which label fits?", "criteria": labels},
+                 "angry": {"type": "noul", "instructions": "Is the customer angry?"}}
+    out = call(tools, "laya_shortlist", state=STATE, questions=questions, k=5)
+    block = out["shortlist"]["pick"]
+    assert block["k"] == 5 and block["options"] == 30 and len(block["kept"]) == 5
+    assert set(out["answers"]["pick"]["probabilities"]) == set(labels)
+    assert out["routing"]["model"] == "local" and out["device"] == "cpu"
+
+
+def test_tournament_narrows_in_rounds(tools):
+    labels = [f"option_{i}" for i in range(40)]
+    questions = {"pick": {"type": "choice", "instructions": "Which option fits?", "criteria": labels}}
+    out = call(tools, "laya_tournament", state=STATE, questions=questions, group_size=8)
+    assert out["answers"]["pick"]["choice"] in labels
+    assert "pick" in out["tournament"] and out["tournament"]["pick"]["rounds"]
+    assert out["routing"]["model"] == "local"
+    assert error_code(call(tools, "laya_tournament", state=STATE, questions=questions, group_size=1)) \
+        == "invalid_argument"
+
+
+def test_presets(tools):
+    out = call(tools, "laya_preset", preset="triage", state=STATE)
+    assert list(out["answers"]) == ["intent", "is_urgent", "frustration", "refund_requested", "churn_risk"]
+    assert out["preset"] == "triage" and out["state_key"] == "message" and "note" not in out
+    out = call(tools, "laya_preset", preset="Email", state={"body": "Invoice attached"},
+               categories=["billing", "other"])
+    assert set(out["answers"]["category"]["probabilities"]) == {"billing", "other"}
+    out = call(tools, "laya_preset", preset="guard", state=STATE)
+    assert out["state_key"] == "prompt" and "note" in out
+    assert error_code(call(tools, "laya_preset", preset="nope", state=STATE)) == "unknown_preset"
+    assert error_code(call(tools, "laya_preset", preset="guard", state=STATE, categories=["a"])) \
+        == "invalid_argument"
+
+
+def test_decide_fills_a_schema(tools):
+    schema = {"type": "object", "properties": {
+        "intent": {"enum": ["refund", "help", "other"], "description": "What does the customer want?"},
+        "angry": {"type": "boolean"},
+        "urgency": {"type": "integer", "minimum": 1, "maximum": 3}}}
+    out = call(tools, "laya_decide", state=STATE, schema=schema)
+    assert set(out["values"]) == {"intent", "angry", "urgency"}
+    assert out["values"]["intent"] in ("refund", "help", "other")
+    assert isinstance(out["values"]["angry"], bool) and out["values"]["urgency"] in (1, 2, 3)
+    assert set(out["probabilities"]["angry"]) == {"false", "true"}
+    assert out["routing"]["model"] == "local" and out["device"] == "cpu"
+    out = call(tools, "laya_decide", state=STATE, schema=schema, min_confidence=1.0)
+    assert all(v is None for v in out["values"].values())
+    bad = call(tools, "laya_decide", state=STATE, schema={"type": "object", "properties": {"x": {"type": "string"}}})
+    assert error_code(bad) == "invalid_schema" and "x" in bad["error"]["message"]
+    assert error_code(call(tools, "laya_decide", state=STATE, schema=["x"])) == "invalid_schema"
+
+
+def test_predict_long(tools):
+    state = {"message": " ".join(["The order arrived broken and I want my money back."] * 80)}
+    out = call(tools, "laya_predict_long", state=state, questions=QUESTIONS, window=64, stride=32)
+    if "error" in out:  # Agent.predict_long not in this build yet
+        assert out["error"]["code"] == "not_implemented"
+        return
+    assert list(out["answers"]) == list(QUESTIONS)
+    assert out["usage"]["windows"] > 1 and out["routing"]["model"] == "local"
+
+
+# ---- structured errors ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("state", ["plain text", ["turn"], None, 3])
+def test_non_dict_state(tools, state):
+    out = call(tools, "laya_predict", state=state, questions=QUESTIONS)
+    assert error_code(out) == "invalid_state"
+
+
+def test_bad_questions(tools):
+    bad = {"q": {"type": "bogus", "instructions": "?"}}
+    out = call(tools, "laya_predict", state=STATE, questions=bad)
+    assert error_code(out) == "invalid_questions" and out["error"]["message"].startswith("question 'q'")
+    assert error_code(call(tools, "laya_predict", state=STATE, questions=["q"])) == "invalid_questions"
+    assert error_code(call(tools, "laya_predict", state=STATE, questions={})) == "invalid_questions"
+    many = {"q": {"type": "choice", "instructions": "?", "criteria": [str(i) for i in range(101)]}}
+    assert error_code(call(tools, "laya_predict", state=STATE, questions=many)) == "limit_exceeded"
+    out = call(tools, "laya_predict_batch", requests=[{"state": STATE, "questions": QUESTIONS},
+                                                      {"state": STATE, "questions": bad}])
+    assert error_code(out) == "invalid_questions"
+
+
+def test_bad_controls(tools):
+    assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, min_confidence=2)) \
+        == "invalid_min_confidence"
+    assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, max_len=-1)) \
+        == "invalid_argument"
+    assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, max_len=10 ** 6)) \
+        == "invalid_argument"
+    assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, model="/some/path")) \
+        == "invalid_model"
+    assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, model="english")) \
+        == "model_not_served"
+    assert error_code(call(tools, "laya_predict_batch", requests=[])) == "invalid_requests"
+    assert error_code(call(tools, "laya_predict_batch", requests=[{"state": STATE, "questions": QUESTIONS,
+                                                                   "hooks": 1}])) == "invalid_requests"
+    assert error_code(call(tools, "laya_predict_batch", requests=[{"state": STATE, "questions": QUESTIONS}],
+                           batch_size=-2)) == "invalid_argument"
+    assert error_code(call(tools, "laya_route_batch", requests=[{"state": "x"}])) == "invalid_state"
+    assert error_code(json.loads(tools.call("laya_nope"))) == "unknown_tool"
+    assert error_code(json.loads(tools.call("laya_predict", {"state": STATE}))) == "invalid_argument"
+
+
+class Exploding:
+    """An agent whose inference fails with internals in the message."""
+
+    device = "cpu"
+    model_id_or_path = "exploding"
+
+    def predict(self, *a, **k):
+        raise RuntimeError("secret internals at /srv/weights")
+
+    predict_batch = predict
+
+
+def test_unexpected_failures_do_not_leak(caplog):
+    tools = LayaTools(Exploding(), env={})
+    with caplog.at_level("ERROR", logger="laya.mcp"):
+        out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS)
+    assert error_code(out) == "internal_error" and "secret" not in out["error"]["message"]
+    assert "secret internals" in caplog.text
+
+
+def test_models_not_ready():
+    def factory():
+        raise OSError("no network")
+
+    out = call(LayaTools(factory, env={}), "laya_predict", state=STATE, questions=QUESTIONS)
+    assert error_code(out) == "models_not_ready"
+    tools = LayaTools(env={"LAYA_EXTRA_MODELS": json.dumps({"gone": "/nonexistent/laya-ckpt"}), "LAYA_DEVICE": "cpu"})
+    out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS)
+    assert error_code(out) == "models_not_ready" and out["error"]["model"] == "gone"
+
+
+def test_env_built_router(tiny_checkpoint):
+    tools = LayaTools(env={"LAYA_EXTRA_MODELS": json.dumps({"tiny": tiny_checkpoint}), "LAYA_DEVICE": "cpu",
+                           "LAYA_MAX_TOKEN_BUDGET": "256"})
+    status = call(tools, "laya_status")
+    assert status["served"] == ["tiny"] and status["default"] == "tiny" and status["loaded"] == []
+    out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS)
+    assert out["routing"]["model"] == "tiny" and out["device"] == "cpu"
+    assert call(tools, "laya_status")["loaded"] == ["tiny"]
+    assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, max_len=512)) \
+        == "invalid_argument"
+
+
+def test_bad_env_is_refused():
+    with pytest.raises(ValueError, match="LAYA_REMOTE_TIMEOUT"):
+        LayaTools(env={"LAYA_REMOTE_TIMEOUT": "soon"})
+    with pytest.raises(ValueError, match="LAYA_BASE_URL"):
+        LayaTools(env={"LAYA_BASE_URL": "ftp://x"})
+    with pytest.raises(ValueError, match="LAYA_MAX_LOADED"):
+        LayaTools(env={"LAYA_MAX_LOADED": "many"})
+
+
+# ---- remote (LAYA_BASE_URL) -----------------------------------------------------------------------------
+
+def fake_result(state, questions, body):
+    answers = {}
+    for qid, q in questions.items():
+        if q["type"] == "noul":
+            answers[qid] = {"type": "noul", "noul": 0.25, "confidence": 0.75, "answer_confidence": 0.75}
+        elif q["type"] == "choice":
+            labels = list(q["criteria"])
+            probs = {label: round(1.0 / len(labels), 4) for label in labels}
+            probs[labels[0]] = round(1.0 - sum(list(probs.values())[1:]), 4)
+            answers[qid] = {"type": "choice", "choice": labels[0], "probabilities": probs, "confidence": 0.1,
+                            "answer_confidence": probs[labels[0]]}
+        else:
+            n = len(q["criteria"])
+            answers[qid] = {"type": "score", "score": 1.0, "probabilities": {str(i): round(1 / n, 4) for i in range(n)},
+                            "confidence": 0.1, "answer_confidence": round(1 / n, 4)}
+    return {"model": "laya-rl-agent", "answers": answers, "usage": {"input_tokens": 10, "output_tokens": 0},
+            "routing": {"model": body.get("model") or "english", "reason": "stub", "state": state}}
+
+
+class Stub(BaseHTTPRequestHandler):
+    calls: list = []
+
+    def log_message(self, *args):
+        pass
+
+    def send(self, status, body, headers=None):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        Stub.calls.append(("GET", self.path, self.headers.get("Authorization"), None))
+        if self.path == "/health":
+            self.send(200, {"status": "ok", "loaded": ["english"], "device": "cuda:0"})
+        else:
+            self.send(404, {"detail": "not found"})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        Stub.calls.append(("POST", self.path, self.headers.get("Authorization"), body))
+        questions = body.get("questions") or {}
+        if any(q.get("type") == "bogus" for q in questions.values()):
+            return self.send(422, {"detail": "question 'q': type must be choice, score or noul"})
+        if self.path == "/v1/systemone":
+            self.send(200, fake_result(body["state"], questions, body), {"X-Inference-Time-Ms": "1.50"})
+        elif self.path == "/v1/systemone/batch":
+            results = [fake_result(s, questions, body) for s in body["states"]]
+            self.send(200, {"results": results, "total_usage": {"input_tokens": 10 * len(results),
+                                                                "output_tokens": 0}})
+        else:
+            self.send(404, {"detail": "not found"})
+
+
+@pytest.fixture()
+def stub():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    Stub.calls = []
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def remote(url, **env):
+    return LayaTools(env={"LAYA_BASE_URL": url + "/", "LAYA_API_KEY": "k3y", "LAYA_REMOTE_TIMEOUT": "5", **env})
+
+
+def test_remote_status_and_predict(stub):
+    tools = remote(stub)
+    out = call(tools, "laya_status")
+    assert out["mode"] == "remote" and out["status"] == "ok" and out["server"]["device"] == "cuda:0"
+    assert out["base_url"] == stub and out["tools"] == list(REMOTE_TOOLS)
+    out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS, model="english", lang="en", max_len=256,
+               min_confidence=0.5)
+    assert list(out["answers"]) == list(QUESTIONS) and out["routing"]["model"] == "english"
+    assert out["device"] == "remote" and out["latency_ms"] >= 0 and out["inference_ms"] == "1.50"
+    method, path, auth, body = Stub.calls[-1]
+    assert (method, path, auth) == ("POST", "/v1/systemone", "Bearer k3y")
+    assert body == {"state": STATE, "questions": QUESTIONS, "model": "english", "lang": "en", "max_len": 256,
+                    "min_confidence": 0.5}
+    assert Stub.calls[0][:3] == ("GET", "/health", "Bearer k3y")
+
+
+def test_remote_predict_batch_groups_by_questions(stub):
+    tools = remote(stub)
+    other = {"spam": {"type": "noul", "instructions": "Is it spam?"}}
+    requests = [{"state": {"message": "a"}, "questions": QUESTIONS}, {"state": {"message": "b"}, "questions": other},
+                {"state": {"message": "c"}, "questions": QUESTIONS}]
+    out = call(tools, "laya_predict_batch", requests=requests, batch_size=2)
+    assert [r["routing"]["state"]["message"] for r in out["results"]] == ["a", "b", "c"]
+    assert [list(r["answers"]) for r in out["results"]] == [list(QUESTIONS), ["spam"], list(QUESTIONS)]
+    posts = [c for c in Stub.calls if c[0] == "POST"]
+    assert len(posts) == 2 and all(c[1] == "/v1/systemone/batch" and c[3]["batch_size"] == 2 for c in posts)
+    assert out["total_usage"]["input_tokens"] == 30
+    assert error_code(call(tools, "laya_predict_batch", requests=requests, hooks_timeout=3)) == "unsupported_remote"
+
+
+def test_remote_preset_decide_tournament(stub):
+    tools = remote(stub)
+    out = call(tools, "laya_preset", preset="triage", state=STATE)
+    assert out["answers"]["intent"]["choice"] == "refund"
+    schema = {"type": "object", "properties": {"angry": {"type": "boolean"}, "tone": {"enum": ["calm", "rude"]}}}
+    out = call(tools, "laya_decide", state=STATE, schema=schema)
+    assert out["values"] == {"angry": False, "tone": "calm"} and out["device"] == "remote"
+    labels = [f"o{i}" for i in range(20)]
+    out = call(tools, "laya_tournament", state=STATE, group_size=8,
+               questions={"pick": {"type": "choice", "instructions": "?", "criteria": labels}})
+    assert out["answers"]["pick"]["choice"] in labels and "pick" in out["tournament"]
+    rounds = [c[3] for c in Stub.calls if c[0] == "POST"][2:]  # after the preset and decide calls
+    assert len(rounds) >= 2
+    assert all(len(q["criteria"]) <= 8 for body in rounds for q in body["questions"].values())
+
+
+def test_remote_errors(stub):
+    tools = remote(stub)
+    for name, kwargs in (("laya_route", {"state": STATE}), ("laya_route_batch", {"requests": [{"state": STATE}]}),
+                         ("laya_shortlist", {"state": STATE, "questions": QUESTIONS}),
+                         ("laya_predict_long", {"state": STATE, "questions": QUESTIONS})):
+        out = call(tools, name, **kwargs)
+        assert error_code(out) == "unsupported_remote" and "LAYA_BASE_URL" in out["error"]["message"]
+    assert Stub.calls == []
+    down = remote("http://127.0.0.1:9")
+    assert error_code(call(down, "laya_predict", state=STATE, questions=QUESTIONS)) == "remote_unavailable"
+    assert error_code(call(down, "laya_status")) == "remote_unavailable"
+
+
+def test_remote_http_error_mapping(stub, monkeypatch):
+    import laya.mcp.tools as tools_mod
+
+    monkeypatch.setattr(tools_mod, "_questions", lambda questions, *a, **k: questions)  # let the server judge
+    out = call(remote(stub), "laya_predict", state=STATE, questions={"q": {"type": "bogus", "instructions": "?"}})
+    assert error_code(out) == "invalid_questions" and out["error"]["status"] == 422
+    assert "question 'q'" in out["error"]["message"]
+
+
+# ---- server.py ------------------------------------------------------------------------------------------
+
+def test_server_registers_every_tool():
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from laya.mcp.server import build_server
+
+    server = build_server(LayaTools(env={}))
+    listed = asyncio.run(server.list_tools())
+    assert [t.name for t in listed] == list(TOOL_NAMES)
+    predict = next(t for t in listed if t.name == "laya_predict")
+    schema = predict.input_schema if hasattr(predict, "input_schema") else predict.inputSchema
+    assert schema["required"] == ["state", "questions"]
+    assert schema["properties"]["state"]["type"] == "object"
+
+
+def test_server_without_mcp_names_the_extra(monkeypatch, capsys):
+    for name in [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")] or ["mcp"]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    from laya.mcp import server
+
+    with pytest.raises(ImportError, match=r"pip install 'laya\[mcp\]'"):
+        server.build_server(LayaTools(env={}))
+    assert server.main([]) == 2
+    assert "pip install 'laya[mcp]'" in capsys.readouterr().err
+
+
+def test_pyproject_declares_script_and_extra():
+    import os
+    tomllib = pytest.importorskip("tomllib")
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    assert project["scripts"]["laya-mcp-server"] == "laya.mcp.server:main"
+    assert project["optional-dependencies"]["mcp"] == ["mcp>=2.2.0"]
+
+
+def test_tools_module_is_torch_free():
+    import subprocess
+
+    code = "import sys, laya.mcp.tools, laya.mcp.server; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_server_passes_wrong_types_to_the_tools():
+    """The advertised schema says object, but a string state still reaches the tool: a structured error."""
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from laya.mcp.server import build_server
+
+    server = build_server(LayaTools(env={}))
+    result = asyncio.run(server.call_tool("laya_route", {"state": "plain text"}))
+    text = result.content[0].text
+    assert json.loads(text)["error"]["code"] == "invalid_state"
