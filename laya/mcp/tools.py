@@ -388,7 +388,7 @@ class LayaTools:
 
     # ---- remote ------------------------------------------------------------------------------------
 
-    def _http(self, method: str, path: str, body: Any = None) -> tuple[Any, dict]:
+    def _http(self, method: str, path: str, body: Any = None) -> tuple[Any, Any]:
         data = None if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
         request = urllib.request.Request(self.base_url + path, data=data, method=method,
                                          headers={"Accept": "application/json"})
@@ -398,7 +398,7 @@ class LayaTools:
             request.add_header("Authorization", f"Bearer {self.cfg.api_key}")
         try:
             with urllib.request.urlopen(request, timeout=self.remote_timeout) as response:
-                payload, headers = response.read(), dict(response.headers.items())
+                payload, headers = response.read(), response.headers  # case-insensitive .get
         except urllib.error.HTTPError as e:
             try:
                 detail = json.loads(e.read().decode("utf-8")).get("detail")
@@ -431,7 +431,12 @@ class LayaTools:
         if len(states) == 1 and not options.get("batch_size") and not options.get("sort_by_length"):
             result, headers = self._http("POST", "/v1/systemone", {"state": states[0], "questions": questions,
                                                                    **body})
-            return [result], {"device": "remote", "inference_ms": headers.get("X-Inference-Time-Ms")}
+            info: dict = {"device": "remote"}
+            try:
+                info["inference_ms"] = float(headers.get("X-Inference-Time-Ms"))
+            except (TypeError, ValueError):
+                pass
+            return [result], info
         extra = {k: options[k] for k in ("batch_size", "sort_by_length") if options.get(k)}
         out: list[dict] = []
         for start in range(0, len(states), MAX_BATCH_STATES):
