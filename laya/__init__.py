@@ -22,6 +22,10 @@ from .router import RouteDecision, Router  # noqa: E402
 from .structured import DecisionResult, decide, decide_batch  # noqa: E402
 from . import confidence, email, hooks, lang, presets, router, structured  # noqa: E402,F401
 
+# Lazy names whose module needs an optional extra: resolvable, but not in __all__, so that
+# `from laya import *` works on a core install.
+_EXTRAS = ("laya.integrations",)
+
 _LAZY = {
     "PINNED_REVISIONS": "laya.revisions",
     "Agent": "laya.agent",
@@ -67,7 +71,7 @@ __all__ = ["__version__", "QTYPES", "QTYPE_NAMES", "render_options", "DEFAULT_MO
            "clean_email_body", "email_state", "email_questions", "guard_questions", "moderation_questions", "router_questions",
            "triage_questions", "detect_language", "detect_script", "is_english", "Router", "RouteDecision",
            "DecisionResult", "decide", "decide_batch", "confidence", "email", "hooks", "lang", "presets", "router", "structured",
-           *_LAZY]
+           *(name for name, module in _LAZY.items() if module not in _EXTRAS)]
 
 
 def __getattr__(name: str):

@@ -216,12 +216,13 @@ class AsyncHook:
     Where a coroutine runs: on `loop` (through `asyncio.run_coroutine_threadsafe`) when `loop` is given
     and is running in another thread - so the coroutine can use that loop's clients and locks; otherwise
     (no loop, a loop that is not running, or the loop of the very thread that fires the hook, which would
-    deadlock waiting on itself) on a private event loop that this wrapper keeps in a daemon thread
-    (created on first use, the same loop for every call; `close()` stops it). Methods of the wrapped hook
+    deadlock waiting on itself) on one process-wide event loop in a daemon thread (started on first use,
+    shared by every AsyncHook: wrappers made per call cost no thread). Methods of the wrapped hook
     that are not coroutine functions are called directly. Only the events the wrapped object has are
     exposed. A coroutine's exception propagates exactly like a sync hook's, so `hooks_raise=False` turns
     it into a warning and `hooks_timeout` bounds the wait (a coroutine still running when the timeout
-    expires goes on running on its loop, as a timed-out sync hook goes on in its worker thread).
+    expires goes on running on its loop, as a timed-out sync hook goes on in its worker thread). If the
+    given loop stops while a call waits on it, the call raises RuntimeError instead of waiting forever.
     """
 
     def __init__(self, hook: Any, loop: Any = None):
@@ -234,9 +235,6 @@ class AsyncHook:
             raise TypeError(f"loop must be an asyncio event loop or None, got {type(loop).__name__}")
         self.hook = hook
         self.loop = loop
-        self._private = None
-        self._private_thread: threading.Thread | None = None
-        self._private_lock = threading.Lock()
         for event in EVENTS:
             fn = getattr(hook, event, None)
             if callable(fn):
@@ -272,49 +270,61 @@ class AsyncHook:
         return self._private_loop()
 
     def _private_loop(self) -> Any:
-        import asyncio
-
-        with self._private_lock:
-            if self._private is None or self._private.is_closed():
-                loop = asyncio.new_event_loop()
-                ready = threading.Event()
-
-                def serve() -> None:
-                    asyncio.set_event_loop(loop)
-                    loop.call_soon(ready.set)
-                    loop.run_forever()
-
-                thread = threading.Thread(target=serve, name="laya-async-hook", daemon=True)
-                thread.start()
-                ready.wait()
-                self._private, self._private_thread = loop, thread
-            return self._private
+        return _shared_loop()
 
     def _wait(self, awaitable: Any) -> Any:
         import asyncio
+        import concurrent.futures
 
         async def as_coroutine() -> Any:  # run_coroutine_threadsafe takes coroutines only, not any awaitable
             return await awaitable
 
         coro = awaitable if asyncio.iscoroutine(awaitable) else as_coroutine()
-        future = asyncio.run_coroutine_threadsafe(coro, self._target_loop())
+        loop = self._target_loop()
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
         try:
-            return future.result()
+            while True:
+                try:
+                    return future.result(timeout=WAIT_POLL_S)
+                except concurrent.futures.TimeoutError:
+                    if not loop.is_running():  # the caller's loop stopped with our coroutine pending
+                        raise RuntimeError("AsyncHook: the event loop running the hook stopped before the hook "
+                                           "finished; keep the loop running while laya calls the hook") from None
         except BaseException:
             future.cancel()  # an interrupted wait leaves no coroutine running behind it
             raise
 
     def close(self) -> None:
-        """Stop the private loop (if one was started); a later call starts a new one."""
-        with self._private_lock:
-            loop, thread = self._private, self._private_thread
-            self._private = self._private_thread = None
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(loop.stop)
-            if thread is not None:
-                thread.join(timeout=5)
-            if not loop.is_running():
-                loop.close()
+        """Kept for API symmetry: coroutines without a usable caller loop run on ONE process-wide daemon
+        loop shared by every AsyncHook (no thread per hook), which lives as long as the process."""
+        return None
+
+
+WAIT_POLL_S = 0.05  # how often a waiting hook call checks that its loop still runs
+_SHARED: dict = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_loop() -> Any:
+    """The process-wide event loop (a daemon thread, started on first use) for AsyncHook coroutines."""
+    import asyncio
+
+    with _SHARED_LOCK:
+        loop = _SHARED.get("loop")
+        if loop is None or loop.is_closed() or not _SHARED["thread"].is_alive():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def serve() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            thread = threading.Thread(target=serve, name="laya-async-hook", daemon=True)
+            thread.start()
+            ready.wait()
+            _SHARED.update(loop=loop, thread=thread)
+        return loop
 
 
 # ---- OptionStabilityHook --------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 import asyncio
 import threading
+import time
 
 import pytest
 
@@ -314,3 +315,37 @@ def test_public_names_importable_without_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert laya is not None
+
+
+def test_async_hooks_share_one_loop_thread(agent):
+    """Wrappers made per call cost no thread: every AsyncHook without a caller loop uses one daemon loop."""
+    class Tag:
+        async def on_predict_end(self, ctx):
+            ctx.results[0]["tag"] = 1
+
+    for _ in range(5):
+        assert agent.predict(STATES[0], QUESTIONS, hooks=AsyncHook(Tag()))["tag"] == 1
+    assert sum(t.name == "laya-async-hook" for t in threading.enumerate()) == 1
+
+
+def test_async_hook_on_a_stopped_loop_raises_instead_of_hanging():
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    class Slow:
+        async def on_predict_end(self, ctx):
+            await asyncio.sleep(30)
+
+    hook = AsyncHook(Slow(), loop=loop)
+    threading.Timer(0.2, lambda: loop.call_soon_threadsafe(loop.stop)).start()
+    started = time.perf_counter()
+    with pytest.raises(RuntimeError, match="stopped before the hook finished"):
+        hook.on_predict_end(object())
+    assert time.perf_counter() - started < 5
+    thread.join(timeout=5)
+    pending = asyncio.all_tasks(loop)  # the abandoned coroutine: cancel it before closing the loop
+    for task in pending:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.close()
