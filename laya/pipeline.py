@@ -106,6 +106,17 @@ class Predictor(HookRegistry):
 
     system_one = predict
 
+    def predict_long(self, state: Any, questions: dict, window: int | None = None, stride: int | None = None,
+                     aggregate: str = "auto", batch_size: int | None = None, lang: str | None = None,
+                     hooks: Any = None, on_predict_start: Any = None, on_predict_end: Any = None,
+                     hooks_raise: bool | None = None, hooks_timeout: float | None = None) -> dict:
+        """A state longer than one row, answered by sliding windows (laya.long, spec §2.6)."""
+        from .long import predict_long
+
+        return predict_long(self, state, questions, window=window, stride=stride, aggregate=aggregate,
+                            batch_size=batch_size, lang=lang, hooks=hooks, on_predict_start=on_predict_start,
+                            on_predict_end=on_predict_end, hooks_raise=hooks_raise, hooks_timeout=hooks_timeout)
+
     def predict_batch(self, states: Any, questions: dict, batch_size: int | None = None, lang: str | None = None,
                       hooks: Any = None, on_predict_start: Any = None, on_predict_end: Any = None,
                       hooks_raise: bool | None = None, hooks_timeout: float | None = None,

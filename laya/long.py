@@ -1,0 +1,144 @@
+"""`predict_long`: answer questions about a state longer than one row holds, by sliding windows (spec §2.6).
+
+A row holds `max_len - head_len - 1` state tokens (`state_room`); a longer state is cut. Instead, the
+state's tokens are split into windows of `window` tokens every `stride` tokens, each window is decoded
+back to text and all windows are answered by `predict_batch` (at most WINDOW_BATCH_CAP windows per
+forward unless `batch_size` says otherwise). Per question the deciding window wins: for a noul the
+window with the highest P(true) (any window that finds the statement true decides), for a choice or a
+score the window with the highest `answer_confidence`. The chosen answer gains
+`"window": {"index", "token_start", "token_end", "count"}`; numeric usage fields are summed over the
+windows and `usage["windows"]` counts them.
+
+Defaults: `window = max(64, max_len - head_max_len - 8)` capped at the smallest room over the questions;
+`stride` = half the effective window. A state that fits is answered by one plain `predict` call
+(`usage["windows"] = 1`). Known limits (spec §10.18): the probabilities are the deciding window's, a
+noul's maximum drifts up with the number of windows, and re-tokenised window text can shift at the
+window edges.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from .questions import render_state
+from .sequence import encode, scrub_mask, state_room, tokenizer_view
+
+WINDOW_BATCH_CAP = 16  # windows answered per forward when the caller gives no batch_size
+MIN_DEFAULT_WINDOW = 64
+HEAD_MARGIN = 8  # the default window leaves this many tokens of slack beyond head_max_len
+
+
+def _positive(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"predict_long: {name} must be a positive number of tokens, got {value!r}")
+    return value
+
+
+def window_plan(n_tokens: int, room: int, max_len: int, head_max_len: int, window: int | None,
+                stride: int | None) -> tuple[int, int]:
+    """(effective window, stride) for a state of n_tokens whose rows hold `room` state tokens."""
+    explicit = window is not None
+    if explicit:
+        wanted = _positive(window, "window")
+    else:
+        wanted = max(MIN_DEFAULT_WINDOW, max_len - head_max_len - HEAD_MARGIN)
+    if stride is not None:
+        _positive(stride, "stride")
+    effective = max(1, min(wanted, room))
+    shrunk = effective < wanted
+    if shrunk and explicit:
+        warnings.warn(f"predict_long: window={wanted} is wider than the {room} state tokens a row has room for "
+                      f"with these questions; using window={effective}", RuntimeWarning, stacklevel=3)
+    elif shrunk and effective * 2 <= wanted:
+        warnings.warn(f"predict_long: the default window of {wanted} tokens was cut to {effective} (the room the "
+                      "questions leave in a row); long question heads leave little state per window",
+                      RuntimeWarning, stacklevel=3)
+    if stride is None:
+        return effective, max(1, effective // 2)
+    if stride > effective:
+        if not shrunk:
+            raise ValueError(f"predict_long: stride={stride} is larger than window={effective}; windows would skip "
+                             "tokens. Use stride <= window")
+        halved = max(1, effective // 2)
+        warnings.warn(f"predict_long: stride={stride} is larger than the shrunk window={effective}; using "
+                      f"stride={halved}", RuntimeWarning, stacklevel=3)
+        return effective, halved
+    return effective, stride
+
+
+def window_starts(n_tokens: int, window: int, stride: int) -> list[int]:
+    """Window starts every `stride` tokens, the last window ending at the state's end."""
+    starts = list(range(0, max(n_tokens - window, 0) + 1, stride))
+    if starts[-1] + window < n_tokens:
+        starts.append(n_tokens - window)
+    return starts
+
+
+def _merge_usage(usages: list[dict]) -> dict:
+    merged: dict = {}
+    for usage in usages:
+        for key, value in usage.items():
+            if isinstance(value, bool):
+                merged[key] = merged.get(key, False) or value
+            elif isinstance(value, (int, float)):
+                merged[key] = merged.get(key, 0) + value
+            elif isinstance(value, list):
+                seen = merged.setdefault(key, [])
+                seen.extend(v for v in value if v not in seen)
+            elif key not in merged:
+                merged[key] = value
+    return merged
+
+
+def _strength(answer: dict) -> float:
+    if answer.get("type") == "noul":
+        return float(answer["noul"])
+    value = answer.get("answer_confidence")
+    return float(answer.get("confidence", 0.0) if value is None else value)
+
+
+def predict_long(predictor: Any, state: Any, questions: dict, window: int | None = None, stride: int | None = None,
+                 aggregate: str = "auto", batch_size: int | None = None, lang: str | None = None,
+                 **hook_kwargs: Any) -> dict:
+    """Spec §2.6 for an Agent or ONNXAgent (`predictor`); hook_kwargs: hooks, on_predict_start,
+    on_predict_end, hooks_raise, hooks_timeout (passed to the predict call)."""
+    from .pipeline import DEFAULT_HEAD_MAX_LEN, DEFAULT_MAX_LEN, checked_questions
+
+    if aggregate != "auto":
+        raise ValueError(f"predict_long: aggregate must be 'auto' (the deciding window per question), "
+                         f"got {aggregate!r}")
+    if state is None:
+        raise TypeError("state must be a str, dict or list, got None")
+    if not isinstance(questions, dict):
+        raise TypeError(f"questions must be a dict {{id: definition}}, got {type(questions).__name__}")
+    qs = checked_questions(questions)
+    cfg = predictor.cfg
+    max_len = int(cfg.get("max_len", DEFAULT_MAX_LEN))
+    head_max_len = int(cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN))
+    tok = predictor.tok
+    ids = encode(tok, scrub_mask(tok, render_state(state)))
+    room = min((state_room(tok, q, max_len, head_max_len) for q in qs), default=max_len)
+    size, step = window_plan(len(ids), room, max_len, head_max_len, window, stride)
+    if len(ids) <= size:
+        result = predictor.predict(state, questions, lang=lang, **hook_kwargs)
+        result["usage"]["windows"] = 1
+        return result
+
+    starts = window_starts(len(ids), size, step)
+    view = tokenizer_view(tok)
+    texts = [tok.decode(ids[s:s + size], skip_special_tokens=False) for s in starts]
+    if view.mask_token:
+        texts = [t.replace(view.mask_token, " ") for t in texts]
+    results = predictor.predict_batch(texts, questions, batch_size=batch_size or WINDOW_BATCH_CAP, lang=lang,
+                                      **hook_kwargs)
+    answers = {}
+    for q in qs:
+        best = max(range(len(results)), key=lambda i: _strength(results[i]["answers"][q.qid]))
+        answer = dict(results[best]["answers"][q.qid])
+        answer["window"] = {"index": best, "token_start": starts[best],
+                            "token_end": min(starts[best] + size, len(ids)), "count": len(starts)}
+        answers[q.qid] = answer
+    usage = _merge_usage([r.get("usage", {}) for r in results])
+    usage["windows"] = len(starts)
+    return {"model": results[0].get("model", predictor.MODEL_NAME), "answers": answers, "usage": usage}
