@@ -75,7 +75,9 @@ class AsciiWordPiece:
                 added.add(content.lower())
                 if token.get("normalized"):
                     added.add(backend.normalizer.normalize_str(content).lower())
-            if "" in added:
+            # An added token with whitespace inside is matched by Rust in the NORMALISED text (tab, newline
+            # and CR already spaces); encode() checks the raw text, so such tokenizers get no fast path.
+            if "" in added or any(any(c.isspace() for c in token) for token in added):
                 return None
             return cls(vocab, vocab[unk], prefix, max_chars, lowercase, tuple(added))
         except Exception:  # noqa: BLE001 - an unexpected layout: no fast path, Rust does everything

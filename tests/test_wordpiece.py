@@ -103,3 +103,12 @@ def test_encode_many_mixes_paths_in_order(tok):
     texts = ["plain ascii text", "café crème", "", "a [SEP] b", "UPPER case 123", "émoji 🙂 here", "last one."]
     assert encode_many(tok, texts) == rust_encode(tok, view, texts)
     assert encode_many(tok, texts) == [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+
+
+def test_added_token_with_whitespace_disables_the_fast_path(backend):
+    """Rust matches a normalized added token in the normalised text (tab/newline already spaces): "new\\tyork"
+    hits "new york". The fast path checks raw text, so such a tokenizer must not get one."""
+    tok = tokenizers.Tokenizer.from_str(backend.to_str())
+    tok.add_tokens([tokenizers.AddedToken("new york", normalized=True)])
+    assert AsciiWordPiece.for_backend(tok) is None
+    assert len(tok.encode("I love new\tyork", add_special_tokens=False).ids) == 3  # the token Rust finds
