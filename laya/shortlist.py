@@ -10,7 +10,10 @@ elimination round (7 groups, the best 2 of each) and a final. The final call ask
 with the state's other questions, in the caller's order, with `min_confidence` applied there only.
 
 The answer of a narrowed question is the final's, with `probabilities` over ALL its labels (eliminated =
-0.0) and its `confidence`/`answer_confidence` as the final computed them over the finalists. The result
+0.0) and its `confidence`/`answer_confidence` as the final computed them over the finalists. Its
+abstention fields (§2.4) are those of its full option count: the bucket is read from
+`len(probabilities)`, so a widened answer is gated again (tournament and shortlist alike) and agrees
+with `laya.confidence.apply_confidence_gate` run on the returned result. The result
 gains `tournament: {qid: {"finalists", "rounds", "options"[, "option_order_dropped"]}}` (empty when no
 question needed narrowing) and `usage.input_tokens` counts every round. An `option_order` permutes all k
 options, so it cannot apply to a group; it is dropped for narrowed questions and the block says so.
@@ -39,6 +42,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .confidence import flag_low_confidence
 from .questions import check_question, check_questions, render_state
 
 __all__ = ["predict_tournament", "predict_tournament_batch", "shortlist_choice", "predict_shortlist",
@@ -75,6 +79,33 @@ def _sub_question(definition: dict, labels: list, members: list[int], criteria: 
     sub = {k: v for k, v in definition.items() if k not in ("criteria", "option_order")}
     sub["criteria"] = {labels[i]: criteria[labels[i]] for i in members}
     return sub
+
+
+def _narrowed_questions(questions: dict, labels: dict, criteria: dict, members: dict) -> dict:
+    """`questions` in the caller's order, each question in `members` ({qid: option indices}) asked on
+    those options only, every other question as given."""
+    return {qid: _sub_question(definition, labels[qid], members[qid], criteria[qid]) if qid in members
+            else definition for qid, definition in questions.items()}
+
+
+_GATE_FIELDS = ("abstention", "abstention_threshold", "low_confidence")
+
+
+def _widened(answer: dict, labels: list, min_confidence: Any) -> dict:
+    """A copy of a narrowed question's answer with `probabilities` over ALL `labels` (not asked = 0.0).
+
+    With `min_confidence` set, the abstention fields are written again for the widened answer: spec §2.4
+    takes the bucket from `len(probabilities)`, i.e. every option, not the k asked, so the gate the
+    narrowed predict applied (bucket of k) is dropped and the full option count's one applied (the
+    answer then re-gates to the same verdict with `apply_confidence_gate`)."""
+    out = dict(answer)
+    probs = out["probabilities"]
+    out["probabilities"] = {label: probs.get(label, 0.0) for label in labels}
+    if min_confidence is not None:
+        for field in _GATE_FIELDS:
+            out.pop(field, None)
+        flag_low_confidence(out, min_confidence)
+    return out
 
 
 class _Tournament:
@@ -126,23 +157,14 @@ class _Tournament:
         self.tokens[i] += int(result.get("usage", {}).get("input_tokens", 0))
 
     def final_questions(self, i: int) -> dict:
-        out = {}
-        for qid, definition in self.questions.items():
-            if qid in self.alive[i]:
-                out[qid] = _sub_question(definition, self.labels[qid], self.alive[i][qid], self.criteria[qid])
-            else:
-                out[qid] = definition
-        return out
+        return _narrowed_questions(self.questions, self.labels, self.criteria, self.alive[i])
 
-    def finish(self, i: int, result: dict) -> dict:
+    def finish(self, i: int, result: dict, min_confidence: Any = None) -> dict:
         answers = dict(result["answers"])
         block = {}
         for qid in self.big:
             labels, finalists = self.labels[qid], self.alive[i][qid]
-            answer = dict(answers[qid])
-            final = answer["probabilities"]
-            answer["probabilities"] = {label: final.get(label, 0.0) for label in labels}
-            answers[qid] = answer
+            answers[qid] = _widened(answers[qid], labels, min_confidence)
             entry = {"finalists": [labels[m] for m in finalists], "rounds": self.rounds[i][qid] + 1,
                      "options": len(labels)}
             if self.questions[qid].get("option_order") is not None:
@@ -184,7 +206,7 @@ def predict_tournament_batch(agent: Any, states: list, questions: dict, group_si
         results = agent.predict_batch([states[i] for i in members], t.final_questions(members[0]),
                                       min_confidence=min_confidence, **predict_kwargs)
         for i, result in zip(members, results):
-            out[i] = t.finish(i, result)
+            out[i] = t.finish(i, result, min_confidence)
     return out  # type: ignore[return-value]
 
 
@@ -206,16 +228,16 @@ EmbedFn = Callable[[list], np.ndarray]
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "maxsize", "currsize"])
 
 
-def check_k(k: Any) -> int:
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ValueError(f"k must be a positive integer (options kept per choice question), got {k!r}")
-    return int(k)
-
-
-def _positive(value: Any, name: str, minimum: int = 1) -> int:
+def _positive(value: Any, name: str, minimum: int = 1, message: str | None = None) -> int:
+    """`value` as an int when it is an integer (numpy ones included, bools not) >= `minimum`; else
+    ValueError(`message`, or "<name> must be an integer >= <minimum>, got ...")."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+        raise ValueError(message or f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_k(k: Any) -> int:
+    return _positive(k, "k", message=f"k must be a positive integer (options kept per choice question), got {k!r}")
 
 
 def _check_texts(texts: Any, where: str) -> list[str]:
@@ -335,15 +357,9 @@ class _Shortlist:
         return tuple(tuple(self.kept[i][q.qid]) for q in self.big)
 
     def asked(self, i: int) -> dict:
-        out = {}
-        for qid, definition in self.questions.items():
-            if qid in self.kept[i]:
-                out[qid] = _sub_question(definition, self.labels[qid], self.kept[i][qid], self.criteria[qid])
-            else:
-                out[qid] = definition
-        return out
+        return _narrowed_questions(self.questions, self.labels, self.criteria, self.kept[i])
 
-    def finish(self, i: int, result: dict) -> dict:
+    def finish(self, i: int, result: dict, min_confidence: Any = None) -> dict:
         answers = dict(result["answers"])
         block = {}
         for q in self.choice:
@@ -351,10 +367,7 @@ class _Shortlist:
             if qid not in self.kept[i]:
                 block[qid] = {"kept": labels, "scores": {}, "k": self.k, "options": q.k, "passthrough": True}
                 continue
-            answer = dict(answers[qid])
-            probs = answer["probabilities"]
-            answer["probabilities"] = {label: probs.get(label, 0.0) for label in labels}
-            answers[qid] = answer
+            answers[qid] = _widened(answers[qid], labels, min_confidence)
             entry = {"kept": [labels[m] for m in self.kept[i][qid]],
                      "scores": {label: round(float(s), 4) for label, s in zip(labels, self.scores[i][qid])},
                      "k": self.k, "options": q.k, "passthrough": False}
@@ -377,7 +390,8 @@ def predict_shortlist(agent: Any, state: Any, questions: dict, embed_fn: EmbedFn
     if state is None:
         raise TypeError("state must be a str, dict or list, got None")
     plan = _Shortlist([state], questions, embed_fn, k)
-    return plan.finish(0, agent.predict(state, plan.asked(0), **predict_kwargs))
+    result = agent.predict(state, plan.asked(0), **predict_kwargs)
+    return plan.finish(0, result, predict_kwargs.get("min_confidence"))
 
 
 def predict_shortlist_batch(agent: Any, states: list, questions: dict, embed_fn: EmbedFn,
@@ -395,7 +409,7 @@ def predict_shortlist_batch(agent: Any, states: list, questions: dict, embed_fn:
     for members in _by_key(list(range(len(states))), plan.key).values():
         results = agent.predict_batch([states[i] for i in members], plan.asked(members[0]), **predict_kwargs)
         for i, result in zip(members, results):
-            out[i] = plan.finish(i, result)
+            out[i] = plan.finish(i, result, predict_kwargs.get("min_confidence"))
     return out  # type: ignore[return-value]
 
 

@@ -194,3 +194,28 @@ def test_tournament_group_setting():
     assert serve_config.from_args(["--tournament-group", "8"], {}).tournament_group == 8
     with pytest.raises(ValueError, match="tournament_group=1 must be 0 \\(off\\) or an integer >= 2"):
         serve_config.from_env({"LAYA_TOURNAMENT_GROUP": "1"})
+
+
+def test_final_answer_is_gated_on_every_option():
+    """Spec §2.4 reads an answer's bucket from len(probabilities): the widened answer (30 labels) is gated as
+    choice:11+, not as the 4-finalist question the final asked, and re-gating the result changes nothing."""
+    import copy
+
+    from laya.confidence import apply_confidence_gate
+
+    class GatingAgent(ScoringAgent):
+        def predict_batch(self, states, questions, min_confidence=None, **kwargs):
+            results = super().predict_batch(states, questions, min_confidence=min_confidence, **kwargs)
+            return apply_confidence_gate(results, min_confidence)
+
+    gate = {"choice:3-5": 0.0, "choice:11+": 0.99}
+    result = predict_tournament(GatingAgent(), "7", {"intent": many(30), "urgent": NOUL}, group_size=4,
+                                min_confidence=gate)
+    answer = result["answers"]["intent"]
+    assert len(result["tournament"]["intent"]["finalists"]) == 4 and len(answer["probabilities"]) == 30
+    assert answer["abstention"] == "abstained" and answer["abstention_threshold"] == 0.99
+    assert answer["low_confidence"] is True
+    assert apply_confidence_gate(copy.deepcopy(result), gate) == result
+    loose = predict_tournament(GatingAgent(), "7", {"intent": many(30)}, group_size=4,
+                               min_confidence={"choice:3-5": 0.99, "choice:11+": 0.0})
+    assert loose["answers"]["intent"]["abstention"] == "passed" and "low_confidence" not in loose["answers"]["intent"]

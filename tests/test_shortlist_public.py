@@ -288,3 +288,30 @@ def test_cached_embed_fn_errors():
     changing(["a"])
     with pytest.raises(ValueError, match="cache_clear"):
         changing(["a", "b"])
+
+
+# ---- the abstention gate of a narrowed answer (spec §2.4: bucket from len(probabilities)) ----------------
+
+GATE = {"choice:3-5": 0.0, "choice:11+": 0.99}
+
+
+def test_predict_shortlist_gates_the_widened_answer(agent):
+    from laya.confidence import apply_confidence_gate, resolve_min_confidence
+
+    result = predict_shortlist(agent, "a ripe cherry", _questions(30), FakeEmbed(), k=4, min_confidence=GATE)
+    pick = result["answers"]["pick"]
+    assert len(pick["probabilities"]) == 30 and result["shortlist"]["pick"]["passthrough"] is False
+    assert pick["abstention_threshold"] == 0.99 == resolve_min_confidence(GATE, pick)  # choice:11+, not 3-5
+    assert pick["abstention"] == "abstained" and pick["low_confidence"] is True
+    import copy
+    regated = apply_confidence_gate(copy.deepcopy(result), GATE)
+    assert regated == result  # consistent with the gate run on the returned result
+    # the other way round: a 3-5 threshold the narrowed predict applied does not leak in
+    loose = predict_shortlist(agent, "a ripe cherry", _questions(30), FakeEmbed(), k=4,
+                              min_confidence={"choice:3-5": 0.99, "choice:11+": 0.0})
+    assert loose["answers"]["pick"]["abstention"] == "passed" and "low_confidence" not in loose["answers"]["pick"]
+    assert loose["answers"]["pick"]["abstention_threshold"] == 0.0
+    batch = predict_shortlist_batch(agent, ["a ripe cherry"], _questions(30), FakeEmbed(), k=4, min_confidence=GATE)
+    assert batch[0] == result
+    plain = predict_shortlist(agent, "a ripe cherry", _questions(30), FakeEmbed(), k=4)
+    assert "abstention" not in plain["answers"]["pick"]  # no gate asked: nothing written
