@@ -221,3 +221,54 @@ def test_langchain_runnables_are_lazy_names_of_laya_integrations():
     else:
         integrations = importlib.import_module("laya.integrations")
         assert all(getattr(laya, name) is getattr(integrations, name) for name in names)
+
+
+def test_jev_confidence_reads_score_levels_in_level_order():
+    """A JSON round trip with sort_keys brings 12 levels back as '0','1','10','11','2',...: the value is the
+    same as in level order (spec §2.5 measures |i - mode| between levels)."""
+    import json
+
+    p = [0.02, 0.03, 0.05, 0.1, 0.4, 0.2, 0.08, 0.05, 0.03, 0.02, 0.01, 0.01]
+    answer = {"type": "score", "probabilities": {str(i): v for i, v in enumerate(p)}}
+    shuffled = json.loads(json.dumps(answer, sort_keys=True))
+    assert list(shuffled["probabilities"])[:4] == ["0", "1", "10", "11"]
+    mode, centre = 4, 5.5
+    expected = round(max(0.0, 1 - sum(v * abs(i - mode) for i, v in enumerate(p))
+                         / (sum(abs(i - centre) for i in range(12)) / 12)), 4)
+    assert jev_confidence(answer) == expected == jev_confidence(shuffled)
+    assert jev_confidence({"type": "score", "probabilities": dict(enumerate(p))}) == expected  # int keys too
+    # labels that are not level indexes keep their dict order (choice answers always do)
+    choice = {"type": "choice", "probabilities": {"10": 0.7, "2": 0.3}}
+    assert jev_confidence(choice) == round((0.7 - 0.5) / 0.5, 4)
+
+
+@pytest.mark.parametrize("result, error, fragment", [
+    ({"answers": {"z": None, "x": {"type": "noul", "noul": 0.9}}}, TypeError, "answer 'z' must be an answer dict"),
+    ({"answers": {"x": {"noul": 0.9, "confidence": 0.9}}}, ValueError, "answer 'x' has no \"type\""),
+    ({"answers": {"x": {"type": "yesno", "confidence": 0.9}}}, ValueError, "answer 'x' has \"type\" 'yesno'"),
+    ({"answers": {"x": {"type": "choice", "probabilities": None, "confidence": 0.9}}}, ValueError,
+     "answer 'x': 'probabilities' must be a dict"),
+    ({"answers": ["nope"]}, TypeError, "'answers' must be a dict"),
+    ([{"answers": {}}, "nope"], TypeError, "result 1 must be a dict"),
+    ([{"answers": {}}, {"answers": {"q7": {"confidence": 0.1}}}], ValueError, "result 1: answer 'q7' has no"),
+])
+def test_apply_confidence_gate_validates_everything_before_writing(result, error, fragment):
+    import copy
+
+    first = _answers()
+    if isinstance(result, dict):
+        result["answers"] = {**first, **result["answers"]} if isinstance(result["answers"], dict) else result["answers"]
+    else:
+        result[0]["answers"] = first
+    before = copy.deepcopy(result)
+    with pytest.raises(error) as err:
+        apply_confidence_gate(result, 0.5)
+    assert fragment in str(err.value)
+    assert result == before  # the answers before the bad one were not gated
+
+
+def test_flag_low_confidence_names_a_missing_type():
+    with pytest.raises(ValueError, match='answer has no "type"'):
+        flag_low_confidence({"confidence": 0.3}, 0.5)
+    with pytest.raises(TypeError, match="answer must be an answer dict, got list"):
+        flag_low_confidence([], 0.5)
