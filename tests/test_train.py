@@ -307,3 +307,36 @@ def test_recalibrate_writes_temperatures_that_load(tiny_checkpoint, tmp_path):
     with pytest.raises(SystemExit):  # no calib.jsonl: a clear error, nothing written
         os.remove(os.path.join(data, "calib.jsonl"))
         train_mini(["calibrate", ckpt, "--data", data, "--device", "cpu"])
+
+
+def test_recalibrate_uses_the_training_autocast_dtype(tiny_checkpoint, tmp_path, monkeypatch):
+    """recalibrate fits temperatures on logits under the same autocast dtype as training's own calibration
+    (finish): amp_dtype(config, device), passed to calibration_records."""
+    import inspect
+
+    from laya.train import loop
+
+    seen = []
+    signature = inspect.signature(loop.calibration_records)
+
+    class Stop(Exception):
+        pass
+
+    def recording(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        seen.append(bound.arguments["dtype"])
+        raise Stop
+
+    monkeypatch.setattr(loop, "calibration_records", recording)
+    config = TrainConfig(max_steps=1, micro_batch=4, grad_accum=1, amp="bf16", calib_min_bucket_n=5, progress=False,
+                         max_len=128, head_max_len=96)
+    examples = tiny_examples(16)
+    with pytest.raises(Stop):
+        train(examples, base=tiny_checkpoint, out_dir=str(tmp_path / "run"), config=config, calib_data=examples[:4])
+    with pytest.raises(Stop):
+        loop.recalibrate(tiny_checkpoint, examples[:4], config=config, device="cpu")  # stops before writing
+    assert seen == [torch.bfloat16, torch.bfloat16] == [loop.amp_dtype(config, torch.device("cpu"))] * 2
+    with pytest.raises(Stop):
+        loop.recalibrate(tiny_checkpoint, examples[:4], config=TrainConfig(amp="off"), device="cpu")
+    assert seen[-1] is None

@@ -606,8 +606,12 @@ def recalibrate(ckpt_dir: str, calib: str | Sequence[Example], config: TrainConf
     if not examples:
         raise ValueError("no calibration examples")
     model, tok, cfg = init_model(ckpt_dir)
-    model.to(torch.device(device))
-    records = calibration_records(model, tok, examples, cfg, 256 if device.startswith("cuda") else 32)
+    target = torch.device(device)
+    model.to(target)
+    # the autocast dtype training's own calibration (finish) and inference use: temperatures fitted on
+    # fp32 logits would not match the bf16 logits they are later applied to on CUDA
+    records = calibration_records(model, tok, examples, cfg, 256 if target.type == "cuda" else 32,
+                                  dtype=amp_dtype(config, target))
     fit, thresholds, notes = fit_calibration(records, config)
     config_path = os.path.join(ckpt_dir, "rl_agent_config.json")
     with open(config_path, encoding="utf-8") as f:
