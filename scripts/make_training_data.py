@@ -32,6 +32,7 @@ import json
 import math
 import os
 import random
+import sys
 
 # concept: (labels "a|b|HELD", descriptions "a|HELD", evidence "a|b|HELD", noul statement)
 # The last alternative of every "|" list is reserved for the held-out split.
@@ -654,7 +655,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train", type=int, default=6000)
     parser.add_argument("--heldout", type=int, default=900)
-    parser.add_argument("--calib", type=int, default=3000, help="calibration rows (0: no calib.jsonl)")
+    parser.add_argument("--calib", type=int, default=3000,
+                        help="calibration rows (0: no calib.jsonl; an existing one in OUT_DIR is removed)")
     parser.add_argument("--coded-label-p", type=float, default=CODED_LABEL_P,
                         help="training only: share of choice questions with descriptions whose labels are bare codes "
                              f"(default {CODED_LABEL_P}; held-out and calib never change with it)")
@@ -663,8 +665,14 @@ def main(argv: list[str] | None = None) -> int:
     splits = make_splits(args.seed, args.train, args.heldout, args.calib, args.coded_label_p)
     write_jsonl(os.path.join(args.out_dir, "train.jsonl"), splits["train"])
     write_jsonl(os.path.join(args.out_dir, "heldout.jsonl"), splits["heldout"])
+    calib_path = os.path.join(args.out_dir, "calib.jsonl")
     if args.calib:
-        write_jsonl(os.path.join(args.out_dir, "calib.jsonl"), splits["calib"])
+        write_jsonl(calib_path, splits["calib"])
+    elif os.path.exists(calib_path):
+        # a calib.jsonl of an earlier run (other seed / sizes) would be picked up by train_mini silently
+        os.remove(calib_path)
+        print(f"--calib 0: removed the stale {calib_path} of an earlier run (train_mini would have used it)",
+              file=sys.stderr)
     print(f"wrote {len(splits['train'])} training, {len(splits['heldout'])} held-out and {len(splits['calib'])} "
           f"calibration records to {args.out_dir}")
     return 0

@@ -166,3 +166,17 @@ def test_coded_label_share_moves_training_only():
         return sum(1 for r in records if r["questions"]["q"]["type"] == "choice"
                    and any(c in ("A", "option_1", "Q01", "team-a") for c in r["questions"]["q"]["criteria"]))
     assert coded(more["train"]) > 1.8 * coded(base["train"]) > 0
+
+
+def test_calib_0_removes_a_stale_calib_file(tmp_path, capsys):
+    """`--calib 0` into a directory an earlier run wrote: its calib.jsonl would be picked up by train_mini
+    (calibrate / train) as if it belonged to this data; it is removed, with a message."""
+    out = tmp_path / "d"
+    main([str(out), "--seed", "3", "--train", "5", "--heldout", "5", "--calib", "20"])
+    assert (out / "calib.jsonl").exists()
+    capsys.readouterr()
+    main([str(out), "--seed", "4", "--train", "5", "--heldout", "5", "--calib", "0"])
+    assert not (out / "calib.jsonl").exists()
+    assert "removed the stale" in capsys.readouterr().err
+    main([str(out), "--seed", "4", "--train", "5", "--heldout", "5", "--calib", "0"])  # nothing to remove: quiet
+    assert "removed" not in capsys.readouterr().err
