@@ -22,6 +22,14 @@ For each checkpoint shape and for 1 state x 3 questions (`agent.predict`) and 32
 
 A case passes when A1's median, per state, is under the target.
 
+Why A1 is well above B at one state: every real predict starts and ends next to a model forward, which
+evicts the request path's code and data from the CPU caches, so each stage (question lookup, tokenising,
+collation, the numpy calls, decoding) runs ~2-3x slower than in B's back-to-back loop. Measured on the
+2-core EPYC VM (2026-11-29) by timing the stages right after a real forward: the slowdown is the same
+after 30 ms of busy-waiting (not OpenMP threads spinning; GOMP_SPINCOUNT=0 changes nothing either) and
+the forward hooks cost a few microseconds. It is a real cost of a call, so A1 keeps it; at 32 states the
+forward's eviction is paid once for many states and A1 comes close to B.
+
 Checkpoints are built with scripts/make_checkpoint.py (random weights, WordPiece tokenizer) into a
 temporary directory, or into --checkpoint-dir to reuse them across runs. Never point that inside the
 repository: the base checkpoint is ~600 MB.
