@@ -21,7 +21,7 @@ from typing import Any, Callable
 from . import hooks as hooks_mod
 from . import lang as lang_mod
 from .hooks import HookRegistry, PredictContext
-from .registry import ALIASES, BUNDLE_REPO, DEFAULT_MODELS
+from .registry import ALIASES, BUNDLE_REPO, DEFAULT_MODELS, resolve_model_spec  # noqa: F401 - public here (§1.5)
 
 __all__ = ["BUNDLE_REPO", "DEFAULT_MODELS", "STANDALONE_MODELS", "WORKFLOW_SIGNATURES", "RouteDecision", "Router"]
 
