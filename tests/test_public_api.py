@@ -272,3 +272,29 @@ def test_flag_low_confidence_names_a_missing_type():
         flag_low_confidence({"confidence": 0.3}, 0.5)
     with pytest.raises(TypeError, match="answer must be an answer dict, got list"):
         flag_low_confidence([], 0.5)
+
+
+def test_sequence_names_of_laya_common(tok):
+    """§3.2/§3.3 under laya.common: raw definitions accepted, same rows as the request path builds."""
+    from laya.questions import check_question
+    from laya.sequence import DEFAULT_HEAD_MAX_LEN, build_head
+
+    common = importlib.import_module("laya.common")
+    q = {"type": "choice", "instructions": "Which team?", "criteria": {"billing": "money", "tech": None}}
+    head = common.build_head(tok, q)
+    assert head == build_head(tok, check_question("q", q), DEFAULT_HEAD_MAX_LEN)
+    room = common.state_room(tok, q, 64)
+    assert room == 64 - len(head.ids) - 1
+    row = common.build_sequence(tok, q, "word " * 200, 64)
+    assert len(row.ids) == 64 and row.ids[:len(head.ids)] == list(head.ids) and row.state_tokens_dropped > 0
+    batch = common.collate_items([row, common.build_sequence(tok, q, "short", 64)], tok.pad_token_id)
+    assert list(batch) == ["input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"]
+    assert batch["input_ids"].shape == (2, 64) and int(batch["attention_mask"][1].sum()) < 64
+    with pytest.raises(ValueError, match="^question 'q': "):
+        common.build_head(tok, {"type": "choice", "instructions": "x", "criteria": {}})
+
+
+def test_router_exposes_resolve_model_spec():
+    import laya.registry
+    assert laya.router.resolve_model_spec is laya.registry.resolve_model_spec
+    assert laya.router.resolve_model_spec("english") == laya.registry.DEFAULT_MODELS["english"]
