@@ -490,6 +490,9 @@ class OptionStabilityHook(PredictHook):
         questions = ctx.questions
         if not isinstance(questions, dict) or ctx.skipped:
             return
+        with self._calls_lock:
+            if ctx in self._calls:
+                return  # this instance fires twice in one call (a default and a per-call hook): probe once
         added: dict = {}
         plan: dict = {}
         for qid, definition in questions.items():

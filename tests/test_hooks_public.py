@@ -349,3 +349,16 @@ def test_async_hook_on_a_stopped_loop_raises_instead_of_hanging():
         task.cancel()
     loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     loop.close()
+
+
+def test_option_stability_fired_twice_in_one_call_probes_once(agent):
+    """The same instance as a process default and a per-call hook: one set of probes, none leak."""
+    hook = OptionStabilityHook(accept=0.8, escalate=0.4, seed=3)
+    laya.hooks.add_default_hook(hook)
+    try:
+        out = agent.predict(STATES[0], QUESTIONS, hooks=hook)
+    finally:
+        laya.hooks.clear_default_hooks()
+    once = agent.predict(STATES[0], QUESTIONS, hooks=hook)
+    assert list(out["answers"]) == list(QUESTIONS)
+    assert out == once
