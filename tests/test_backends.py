@@ -22,7 +22,9 @@ def fresh(tiny_checkpoint):
 
 
 def test_names_and_aliases():
-    assert backends.NAMES == ("auto", "eager", "compile", "tilelang", "aoti", "onnx")
+    assert backends.NAMES == ("auto", "eager", "compile", "tilelang", "onnx")  # spec §5.1, exactly
+    assert backends.EXTRA_NAMES == ("aoti",) and "aoti" not in backends.NAMES
+    assert set(backends.known_names()) == set(backends.NAMES) | set(backends.EXTRA_NAMES)
     for given, want in [(None, "eager"), (" Fast ", "tilelang"), ("torch", "eager"), ("torch.compile", "compile"),
                         ("inductor", "compile"), ("AUTO", "auto")]:
         assert backends.normalise(given) == want

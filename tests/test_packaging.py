@@ -19,8 +19,11 @@ def test_wheel_carries_demo_checkpoint_and_extras(tmp_path):
     for rel in ("rl_agent_config.json", "model.safetensors", "tokenizer/tokenizer.json",
                 "tokenizer/tokenizer_config.json", "encoder/config.json"):
         assert f"laya/demo_checkpoint/{rel}" in names, rel
-    for extra in ("fast", "onnx", "serve", "dev"):
+    for extra in ("fast", "onnx", "serve", "dev", "mcp", "langchain", "structured", "langgraph", "llamaindex",
+                  "crewai", "agno"):
         assert f"Provides-Extra: {extra}" in meta
+    assert 'pydantic>=2; extra == "structured"' in meta
+    assert 'agno<2; extra == "agno"' in meta
     assert 'tilelang==0.1.15; extra == "fast"' in meta
     assert "Requires-Python: >=3.10" in meta
     assert "laya = laya.cli:main" in entry

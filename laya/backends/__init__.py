@@ -15,7 +15,8 @@ REGISTRY = {  # name -> "module:class"
     "tilelang": "laya.backends.tilelang:TileLangBackend",
     "aoti": "laya.backends.aoti:AOTIBackend",  # needs aoti_path=...; `auto` never picks it
 }
-NAMES = ("auto", *REGISTRY, "onnx")  # the published table; `known_names()` also sees later registrations
+NAMES = ("auto", "eager", "compile", "tilelang", "onnx")  # the published table (spec §5.1), exactly
+EXTRA_NAMES = ("aoti",)  # accepted everywhere (normalise, set_backend, load) but not in the published table
 ALIASES = {"fast": "tilelang", "torch": "eager", "torch.compile": "compile", "inductor": "compile"}
 
 
