@@ -247,7 +247,9 @@ def apply_min_confidence(answer: dict, min_confidence: float | dict) -> None:
         threshold = min_confidence.get(answer_bucket(answer), min_confidence.get("default", 0.0))
     else:
         threshold = min_confidence
-    conf = answer.get("answer_confidence", answer.get("confidence"))
+    conf = answer.get("answer_confidence")
+    if conf is None:  # spec §2.4: answer_confidence, falling back to confidence
+        conf = answer.get("confidence")
     answer["abstention_threshold"] = threshold
     if not isinstance(conf, (int, float)) or not math.isfinite(conf):
         answer["abstention"] = "unevaluated"

@@ -171,7 +171,7 @@ def _answers():
               "confidence": 0.2, "answer_confidence": 0.6},
         "n": {"type": "noul", "noul": 0.95, "confidence": 0.95},  # no answer_confidence: falls back
         "s": {"type": "score", "score": 1.0, "probabilities": {"0": 0.1, "1": 0.8, "2": 0.1}, "confidence": 0.5,
-              "answer_confidence": None},  # unusable -> unevaluated
+              "answer_confidence": None},  # None -> falls back to confidence (§2.4)
     }
 
 
@@ -195,8 +195,11 @@ def test_apply_confidence_gate_on_a_result_and_a_batch():
         ("abstained", 0.65, True)
     assert (a["n"]["abstention"], a["n"]["abstention_threshold"], a["n"].get("low_confidence")) == \
         ("passed", 0.9, None)
-    assert a["s"]["abstention"] == "unevaluated" and "low_confidence" not in a["s"]
+    assert (a["s"]["abstention"], a["s"]["abstention_threshold"], a["s"].get("low_confidence")) == \
+        ("abstained", 0.9, True)
     assert {x["abstention"] for x in a.values()} <= set(GATE_STATES)
+    nothing = {"type": "noul", "noul": 0.5, "confidence": float("nan"), "answer_confidence": None}
+    assert flag_low_confidence(nothing, 0.5)["abstention"] == "unevaluated" and "low_confidence" not in nothing
 
     batch = [{"answers": _answers()}, {"answers": _answers()}]
     apply_confidence_gate(batch, 0.0)
