@@ -27,3 +27,6 @@ def test_wheel_carries_demo_checkpoint_and_extras(tmp_path):
     assert 'tilelang==0.1.15; extra == "fast"' in meta
     assert "Requires-Python: >=3.10" in meta
     assert "laya = laya.cli:main" in entry
+    for script in ("laya-train = laya.train.cli:main", "laya-evals = laya.evals_cli:main",
+                   "laya-mcp-server = laya.mcp.server:main", "laya-serve = laya.serve:main"):
+        assert script in entry, script

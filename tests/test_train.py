@@ -127,12 +127,59 @@ def test_cli_text_label_one_step(tiny_checkpoint, tmp_path, capsys):
     csv_path = tmp_path / "t.csv"
     csv_path.write_text("text,label\n" + "".join(f"row {i} about {'cats' if i % 2 else 'dogs'},{i % 2}\n"
                                                  for i in range(20)))
-    rc = main([str(csv_path), "--out", str(tmp_path / "cli"), "--base", tiny_checkpoint, "--max-steps", "1",
+    rc = main(["--data", str(csv_path), "--output-dir", str(tmp_path / "cli"), "--model", tiny_checkpoint, "--max-steps", "1",
                "--micro-batch", "4", "--grad-accum", "1", "--loss", "soft-ce", "--no-progress"])
     assert rc == 0
     assert json.loads(capsys.readouterr().out)["steps"] == 1
     assert not os.path.exists(tmp_path / "cli" / "trainer_state.pt")
     assert main([str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "x"), "--no-progress"]) == 2
+
+
+def test_cli_spec_flags_aliases_and_defaults():
+    from laya.train.cli import build_parser
+
+    p = build_parser()
+    a = p.parse_args(["--data", "d.jsonl"])
+    assert a.data == "d.jsonl" and a.base == "convaiinnovations/laya" and a.text_column == "text"
+    assert (a.label_column, a.question_id, a.min_abstain_n, a.target_error) == ("label", "label", 10, 0.10)
+    assert (a.epochs, a.micro_batch, a.grad_accum, a.encoder_lr, a.head_lr) == (4, 8, 8, 2.5e-5, 1e-4)
+    assert (a.loss, a.label_smoothing, a.device, a.seed, a.dry_run) == ("rlcd", 0.0, "auto", 0, False)
+    assert not a.shuffle_options and not a.freeze_encoder and a.max_len is None and a.head_max_len is None
+    for flag in ("--eval", "--eval-data", "--calib-data"):
+        assert p.parse_args(["--data", "d", flag, "e.jsonl"]).eval_data == "e.jsonl"
+    for flag in ("--out", "--output-dir"):
+        assert p.parse_args(["--data", "d", flag, "o"]).out == "o"
+    for flag in ("--base", "--model"):
+        assert p.parse_args(["--data", "d", flag, "b"]).base == "b"
+    assert p.parse_args(["--data", "d", "--min-abstain-n", "3", "--dry-run"]).min_abstain_n == 3
+
+
+def test_cli_dry_run_and_required(tmp_path, capsys):
+    from laya.train.cli import main
+
+    csv_path = tmp_path / "t.csv"
+    csv_path.write_text("body,team\n" + "".join(f"row {i},{'a' if i % 3 else 'b'}\n" for i in range(9)))
+    gold = tmp_path / "g.jsonl"
+    rows = [{"state": {"m": i}, "questions": {"u": {"type": "noul", "instructions": "Urgent?"},
+                                              "s": {"type": "score", "instructions": "How bad?", "criteria": ["lo", "hi"]}},
+             "expected": {"u": bool(i % 2), "s": "1"}} for i in range(4)]
+    gold.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # no --base and no --out: the dry run downloads nothing and writes nothing
+    assert main(["--data", str(csv_path), "--text-column", "body", "--label-column", "team", "--dry-run"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["dry_run"] and plan["rows"] == 9 and plan["rows_per_type"] == {"choice": 9}
+    assert plan["base"] == "convaiinnovations/laya" and plan["config"]["min_abstain_n"] == 10
+    assert main(["--data", str(gold), "--eval", str(gold), "--out", str(tmp_path / "o"), "--min-abstain-n", "4",
+                 "--dry-run"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["rows_per_type"] == {"noul": 4, "score": 4} and plan["eval"]["rows"] == 8
+    assert plan["config"]["min_abstain_n"] == 4 and not os.path.exists(tmp_path / "o")
+    assert main(["--data", str(tmp_path / "missing.jsonl"), "--dry-run"]) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["--data", str(gold)])  # no --out without --dry-run
+    assert e.value.code == 2
+    with pytest.raises(SystemExit):
+        main([])  # no data at all
 
 
 def slot_accuracy_and_loss(model, tok, cfg, examples, seed):

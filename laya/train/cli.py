@@ -1,27 +1,39 @@
 """`laya-train`: fine-tune a laya checkpoint (or a fresh head on an encoder) from a data file.
 
-    laya-train data.jsonl --out runs/mine                       # gold-probability JSONL, MiniLM base
-    laya-train tickets.csv --text-column body --label-column team --out runs/teams --base PATH
-Re-running with the same --out resumes from its trainer_state.pt.
+    laya-train --data data.jsonl --out runs/mine                 # gold-probability JSONL, convaiinnovations/laya base
+    laya-train --data tickets.csv --label-column team --out runs/teams --base PATH
+    laya-train --data data.jsonl --dry-run                       # validate + load the data, train nothing
+Re-running with the same --out resumes from its trainer_state.pt. A positional DATA is still accepted.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import dataclasses
 import json
 import os
 import sys
 
 from .loop import MINILM, TrainConfig
 
+DEFAULT_BASE = "convaiinnovations/laya"
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="laya-train", description=__doc__.splitlines()[0])
-    p.add_argument("data", help="gold-probability JSONL, or a CSV/JSONL with text and label columns")
-    p.add_argument("--out", required=True, help="output directory (checkpoint + resumable trainer state)")
-    p.add_argument("--base", default=MINILM, help="laya checkpoint directory, encoder directory, or 'minilm'")
-    p.add_argument("--calib-data", default=None, help="separate calibration file (default: 10%% of the data)")
-    p.add_argument("--text-column", default=None)
+    p.add_argument("data_positional", nargs="?", default=None, metavar="DATA",
+                   help="same as --data (kept for compatibility)")
+    p.add_argument("--data", default=None,
+                   help="gold-probability JSONL, or a CSV/JSONL with text and label columns")
+    p.add_argument("--eval", "--eval-data", "--calib-data", dest="eval_data", default=None,
+                   help="held-out file used for calibration and the temperature fit (default: 10%% of the data)")
+    p.add_argument("--out", "--output-dir", dest="out", default=None,
+                   help="output directory (checkpoint + resumable trainer state); required unless --dry-run")
+    p.add_argument("--base", "--model", dest="base", default=DEFAULT_BASE,
+                   help="laya checkpoint (directory or Hub id), encoder directory, or 'minilm' "
+                        f"(default {DEFAULT_BASE})")
+    p.add_argument("--text-column", default="text")
     p.add_argument("--label-column", default="label")
     p.add_argument("--question-id", default="label")
     p.add_argument("--instructions", default="Which label fits the text?")
@@ -29,8 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     defaults = TrainConfig()
     for name in ("epochs", "micro_batch", "grad_accum", "encoder_lr", "head_lr", "min_lr", "weight_decay",
                  "grad_clip", "rl_samples", "rl_weight", "seed", "freeze_layers", "head_layers", "max_len", "head_max_len", "max_steps",
-                 "time_budget_s", "calib_min_bucket_n", "target_error", "warmup_frac", "dropout", "length_window",
-                 "save_every", "build_workers"):
+                 "time_budget_s", "calib_min_bucket_n", "target_error", "min_abstain_n", "warmup_frac", "dropout",
+                 "length_window", "save_every", "build_workers"):
         value = getattr(defaults, name)
         kind = float if isinstance(value, float) or name in ("epochs", "time_budget_s") else int
         p.add_argument("--" + name.replace("_", "-"), type=kind, default=value)
@@ -44,28 +56,84 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--freeze-embeddings", action="store_true")
     p.add_argument("--keep-state", action="store_true", help="keep trainer_state.pt after the run")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--dry-run", action="store_true",
+                   help="validate and load the data, print what would be trained, train nothing")
     return p
+
+
+def _is_gold_jsonl(path: str) -> bool:
+    """A JSONL whose first row has 'questions' is gold-probability data; otherwise text + label columns."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    row = json.loads(line)
+                    return not isinstance(row, dict) or "questions" in row or "state" in row
+    except (OSError, ValueError):
+        return True  # let the gold loader report the problem with its line number
+    return True
+
+
+def _load(path: str, args: argparse.Namespace) -> list:
+    from .data import load_examples
+
+    if path.lower().endswith(".csv") or (os.path.isfile(path) and not _is_gold_jsonl(path)):
+        return load_examples(path, text_column=args.text_column, label_column=args.label_column,
+                             question_id=args.question_id, instructions=args.instructions,
+                             smoothing=args.label_smoothing)
+    return load_examples(path, smoothing=args.label_smoothing)
+
+
+def _summary(examples: list) -> dict:
+    per_type = collections.Counter(e.question.qtype for e in examples)
+    per_k = collections.Counter(f"{e.question.qtype}:{e.question.k}" for e in examples)
+    return {"rows": len(examples), "rows_per_type": dict(sorted(per_type.items())),
+            "rows_per_type_and_options": dict(sorted(per_k.items()))}
+
+
+def _resolve_base(base: str) -> str:
+    """'minilm' and local paths unchanged; anything else is a Hub id, downloaded (or read from the cache)."""
+    if base == MINILM or os.path.exists(os.path.expanduser(base)):
+        return os.path.expanduser(base)
+    from ..checkpoint import resolve_checkpoint_dir
+
+    try:
+        return resolve_checkpoint_dir(base)[0]
+    except Exception as e:  # offline, unknown repo, network: one readable line
+        raise FileNotFoundError(f"base {base!r} is not a local path and could not be fetched from the Hub "
+                                f"({type(e).__name__}: {e}); pass --base PATH or 'minilm'") from None
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("USE_TF", "0")
-    args = build_parser().parse_args(argv)
-    from .data import load_examples
-    from .loop import train
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.data and args.data_positional and args.data != args.data_positional:
+        parser.error("give the data once: --data or a positional DATA, not both")
+    args.data = args.data or args.data_positional
+    if not args.data:
+        parser.error("--data is required")
+    if not args.out and not args.dry_run:
+        parser.error("--out/--output-dir is required (unless --dry-run)")
 
     fields = {f for f in TrainConfig.__dataclass_fields__}
     config = TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
     config.progress = not args.no_progress
-    kwargs = {}
-    if args.text_column is not None or args.data.lower().endswith(".csv"):
-        kwargs = dict(text_column=args.text_column or "text", label_column=args.label_column,
-                      question_id=args.question_id, instructions=args.instructions, smoothing=args.label_smoothing)
-    else:
-        kwargs = dict(smoothing=args.label_smoothing)
     try:
-        examples = load_examples(args.data, **kwargs)
-        calib = load_examples(args.calib_data, **kwargs) if args.calib_data else None
-        meta = train(examples, base=args.base, out_dir=args.out, config=config, calib_data=calib)
+        examples = _load(args.data, args)
+        calib = _load(args.eval_data, args) if args.eval_data else None
+        if args.dry_run:
+            if not examples:
+                raise ValueError(f"{args.data}: no training examples")
+            plan = {"dry_run": True, "data": args.data, "eval_data": args.eval_data, "base": args.base,
+                    "out": args.out, **_summary(examples),
+                    "eval": _summary(calib) if calib is not None else None,
+                    "config": {k: v for k, v in dataclasses.asdict(config).items() if k != "extra"}}
+            print(json.dumps(plan, indent=2, default=str))
+            return 0
+        from .loop import train
+
+        meta = train(examples, base=_resolve_base(args.base), out_dir=args.out, config=config, calib_data=calib)
     except (ValueError, FileNotFoundError) as e:
         print(f"laya-train: error: {e}", file=sys.stderr)
         return 2
