@@ -28,6 +28,10 @@ from .sequence import Batch, pad_tokens_to
 OOM_MESSAGE = "GPU memory exceeded during inference. Retrying this request on CPU..."
 # One OOM fallback at a time across agents: each moves a whole model between devices.
 _FALLBACK_LOCK = threading.Lock()
+# Consecutive autocast failures on MPS/CPU (each retried in fp32) after which AMP is turned off for good.
+_AMP_FAIL_LIMIT = 3
+AMP_RETRY_DEVICES = ("cpu", "mps")
+_AMP_LOCK = threading.Lock()
 
 
 def inductor_cache_dir() -> str:
@@ -79,6 +83,7 @@ def is_oom(error: BaseException, device: torch.device) -> bool:
 
 class Agent(Predictor):
     WARMUP_SHAPES = ((1, 64, 3), (4, 128, 5))
+    _amp_failures = 0  # consecutive autocast failures retried in fp32 (MPS/CPU); set per agent
 
     def __init__(self, model_id_or_path: str = BUNDLE_REPO, device: Any = None, token: str | None = None,
                  subfolder: str | None = None, fast: bool = False, compile: bool = False,
@@ -139,6 +144,7 @@ class Agent(Predictor):
         self.precision = precision_policy(self.device, self.cfg)
         self.cpu_fallback_count = 0
         self.last_fallback_reason: str | None = None
+        self._amp_failures = 0
         self._gate = ReadWriteGate()
         self._backend: backends.Backend | None = None
         self._backend_request: tuple[str, dict] | None = None  # re-installed after an OOM round trip
@@ -275,11 +281,33 @@ class Agent(Predictor):
         with torch.no_grad():
             # Autocast is never entered when off: entering it on some devices raises even if disabled.
             if dtype != torch.float32:
-                with torch.autocast(device.type, dtype=dtype):
+                try:
+                    with torch.autocast(device.type, dtype=dtype):
+                        logits, act_logits = self._call_model(tensors, on_cuda)
+                except Exception as e:
+                    # CUDA failures and out-of-memory errors go to _infer's CPU retry; an autocast
+                    # failure on MPS/CPU reruns this request in fp32 (and counts towards AMP off)
+                    if device.type not in AMP_RETRY_DEVICES or is_oom(e, device):
+                        raise
                     logits, act_logits = self._call_model(tensors, on_cuda)
+                    self._amp_failed(e)
+                else:
+                    if self._amp_failures:
+                        self._amp_failures = 0
             else:
                 logits, act_logits = self._call_model(tensors, on_cuda)
         return host_array(logits), act_probabilities(act_logits)
+
+    def _amp_failed(self, error: BaseException) -> None:
+        """One more consecutive autocast failure answered in fp32; at _AMP_FAIL_LIMIT, AMP goes off for good."""
+        with _AMP_LOCK:
+            self._amp_failures += 1
+            if self._amp_failures < _AMP_FAIL_LIMIT or not self.precision.amp_enabled:
+                return
+            self.precision = Precision(torch.float32, False, self.precision.mps_amp_min_rows)
+        warnings.warn(f"laya: mixed precision failed on {self.device.type} {_AMP_FAIL_LIMIT} times in a row (last: "
+                      f"{type(error).__name__}: {error}); those requests ran in float32, and this agent now runs "
+                      "in float32 without autocast", RuntimeWarning, stacklevel=5)
 
     def _call_model(self, tensors: tuple, on_cuda: bool) -> tuple:
         if self._compiled:

@@ -7,6 +7,7 @@ Attribute names are the published safetensors keys (`encoder.*`, `head.layers.{j
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -63,14 +64,26 @@ def head_layer(layer: nn.TransformerEncoderLayer, x: torch.Tensor, pad: torch.Te
 
 
 class DecisionModel(nn.Module):
-    def __init__(self, encoder: nn.Module, head_layers: int = 2, n_act: int = 2, dropout: float = 0.1):
+    def __init__(self, encoder: nn.Module, head_layers: int = 2, n_act: int = 2, dropout: float = 0.1,
+                 no_init: bool = False):
+        """`no_init=True` skips the head's weight initialisation (no RNG consumed, storage left as
+        allocated): for a model whose weights are loaded right after, as `build_model` does."""
         super().__init__()
         d = encoder.config.hidden_size
         self.encoder = encoder
-        self.head = build_head_stack(d, head_layers, dropout)
-        self.type_emb = nn.Embedding(3, d)
-        self.scorer = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
-        self.act_head = nn.Sequential(nn.Linear(d + N_FEATURES, 256), nn.GELU(), nn.Linear(256, n_act))
+        # no_init: the head modules are built on the meta device (their init runs on no data), then
+        # given real, uninitialised storage on the encoder's device
+        with torch.device("meta") if no_init else contextlib.nullcontext():
+            self.head = build_head_stack(d, head_layers, dropout)
+            self.type_emb = nn.Embedding(3, d)
+            self.scorer = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, 1))
+            self.act_head = nn.Sequential(nn.Linear(d + N_FEATURES, 256), nn.GELU(), nn.Linear(256, n_act))
+        if no_init:
+            first = next(encoder.parameters(), None)
+            device = first.device if first is not None and first.device.type != "meta" else torch.device("cpu")
+            for name, child in self.named_children():
+                if name != "encoder":
+                    child.to_empty(device=device)
         self.register_buffer("temperature", torch.ones(3))
         self.head_checkpointing = False
 
@@ -170,13 +183,7 @@ def build_model(cfg: dict, encoder_dir: str | None = None, pretrained: bool = Tr
     n_act = len(cfg.get("act_costs", {}) or {}) + 1
     if pretrained and not encoder_dir:
         return DecisionModel(encoder, head_layers, n_act)
-    with torch.device("meta"):  # head modules without consuming RNG or time on init
-        model = DecisionModel(encoder, head_layers, n_act)
-    for name, child in model.named_children():
-        if name != "encoder":
-            child.to_empty(device="cpu")
-    model.temperature = torch.ones(3)
-    return model
+    return DecisionModel(encoder, head_layers, n_act, no_init=True)  # no RNG or time spent on init
 
 
 def init_weights(model: DecisionModel, seed: int, std: float = 0.02) -> None:

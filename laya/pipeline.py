@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from . import hooks as hooks_mod
-from .answers import Calibration, DecodePlan, apply_min_confidence, check_min_confidence, decode_planned
+from .answers import (Calibration, DecodePlan, apply_min_confidence, check_min_confidence, clamp_temperatures,
+                      decode_planned)
 from .calibration import TEMPERATURE_KEYS, read_calibration, write_calibration
 from .hooks import HookRegistry, PredictContext
 from .questions import Question, check_questions, keeps_tail, render_state
@@ -255,18 +256,45 @@ class Predictor(HookRegistry):
 
     # ---- structured decisions (laya.structured) --------------------------------------------------
 
-    def decide(self, state: Any, schema: Any = None, **kwargs: Any) -> Any:
+    def decide(self, state: Any, schema: Any = None, *, questions: dict | None = None, return_details: bool = False,
+               min_confidence: Any = None, **predict_kwargs: Any) -> Any:
         """Values for a JSON schema / pydantic class about one state; see laya.structured.decide."""
         from .structured import decide
 
-        return decide(self, state, schema, **kwargs)
+        return decide(self, state, schema, questions=questions, return_details=return_details,
+                      min_confidence=min_confidence, **predict_kwargs)
 
-    def decide_batch(self, states: Any, schema: Any = None, **kwargs: Any) -> list:
+    def decide_batch(self, states: Any, schema: Any = None, *, questions: dict | None = None,
+                     return_details: bool = False, min_confidence: Any = None, **predict_kwargs: Any) -> list:
+        """`decide` for many states in one batched call; see laya.structured.decide_batch."""
         from .structured import decide_batch
 
-        return decide_batch(self, states, schema, **kwargs)
+        return decide_batch(self, states, schema, questions=questions, return_details=return_details,
+                            min_confidence=min_confidence, **predict_kwargs)
 
     # ---- calibration ----------------------------------------------------------------------------
+
+    def fit_temperatures(self, records: Any, compute_ece: bool = False, seed: int = 0) -> dict:
+        """Fit temperatures on held-out records `(qtype, logits, target, k)` (laya.calibrate, spec §7.3)
+        and install them on this agent (clamped; one RuntimeWarning lists any replaced entry).
+
+        Returns `laya.calibrate.fit_temperature_map`'s report: {"temperature", "temperature_by_options",
+        "clamped", "counts", "ece"? (with compute_ece)}."""
+        from .calibrate import fit_temperature_map
+
+        fitted = fit_temperature_map(records, compute_ece=compute_ece, seed=seed)
+        raw, raw_map = list(fitted["temperature"]), dict(fitted["temperature_by_options"])
+        self.temperature, self.temperature_by_options = clamp_temperatures(raw, raw_map, source="fitted calibration")
+        self.temperature_raw, self.temperature_by_options_raw = raw, raw_map
+        return fitted
+
+    def fit_binning(self, records: Any, min_bucket_n: int = 200) -> dict:
+        """Fit histogram binning under the agent's current temperatures and install it as `binning_map`."""
+        from .calibrate import fit_binning_map
+
+        self.binning_map = fit_binning_map(records, self.temperature, self.temperature_by_options,
+                                           min_bucket_n=min_bucket_n)
+        return self.binning_map
 
     def load_calibration(self, path: str) -> None:
         data = read_calibration(path, str(self.model_id_or_path), self.subfolder)

@@ -92,11 +92,11 @@ def _fail(qid: Any, message: str) -> ValueError:
 
 def _check_qid(qid: Any) -> None:
     if qid is None:
-        raise ValueError("question id None is not allowed; use a non-empty string as the key")
+        raise _fail(qid, "question id None is not allowed; use a non-empty string as the key")
     if isinstance(qid, bool) or not isinstance(qid, (str, int)):
-        raise ValueError(f"question id {qid!r} must be a non-empty string")
+        raise _fail(qid, f"question id {qid!r} must be a non-empty string")
     if isinstance(qid, str) and not qid.strip():
-        raise ValueError(f"question id {qid!r} is empty; use a non-empty string as the key")
+        raise _fail(qid, f"question id {qid!r} is empty; use a non-empty string as the key")
 
 
 def _instructions_text(qid: Any, value: Any) -> str:

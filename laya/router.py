@@ -663,15 +663,19 @@ class Router(HookRegistry):
 
     # ---- structured decisions --------------------------------------------------------------------
 
-    def decide(self, state: Any, schema: Any = None, **kwargs: Any) -> Any:
+    def decide(self, state: Any, schema: Any = None, *, questions: dict | None = None, return_details: bool = False,
+               min_confidence: Any = None, **predict_kwargs: Any) -> Any:
         from .structured import decide
 
-        return decide(self, state, schema, **kwargs)
+        return decide(self, state, schema, questions=questions, return_details=return_details,
+                      min_confidence=min_confidence, **predict_kwargs)
 
-    def decide_batch(self, states: list, schema: Any = None, **kwargs: Any) -> Any:
+    def decide_batch(self, states: list, schema: Any = None, *, questions: dict | None = None,
+                     return_details: bool = False, min_confidence: Any = None, **predict_kwargs: Any) -> Any:
         from .structured import decide_batch
 
-        return decide_batch(self, states, schema, **kwargs)
+        return decide_batch(self, states, schema, questions=questions, return_details=return_details,
+                            min_confidence=min_confidence, **predict_kwargs)
 
     def __repr__(self) -> str:
         return f"Router(registered={self.registered}, loaded={self.loaded}, default={self.default!r})"
