@@ -42,6 +42,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
+from laya.evals import is_hit, metrics  # noqa: E402,F401  (shared with laya-evals)
+
 # Fresh head: with head_layers=2 at head lr 1e-3 (the first CPU run) the head's residual stream grew ~20x
 # within 60 steps and the scorer answered uniform (logit range 0.000). head_layers=0 (scorer on the
 # encoder's marker states; 46 MB fp16) has no residual stream to blow up and learnt fastest in the
@@ -67,32 +69,10 @@ def ensure_data(data_dir: str, seed: int = 0, n_train: int | None = None, n_held
         make_data([data_dir, "--seed", str(seed), *sizes])
 
 
-def is_hit(p: np.ndarray, target: np.ndarray) -> bool:
-    """The predicted option is one of the gold maxima (score targets tie between two levels for some k)."""
-    return bool(target[int(np.argmax(p))] >= target.max() - 1e-9)
-
-
 def softmax(z: np.ndarray) -> np.ndarray:
     z = np.asarray(z, dtype=np.float64)
     e = np.exp(z - z.max())
     return e / e.sum()
-
-
-def metrics(records: list[tuple], probs: list[np.ndarray], bins: int = 15) -> dict:
-    """{type: {n, accuracy, brier, ece}} plus "all"; records are (qtype, target, k, meta)."""
-    from laya.calibrate import ece_score
-
-    out = {}
-    for name, want in [(t, i) for i, t in enumerate(TYPES)] + [("all", None)]:
-        idx = [i for i, r in enumerate(records) if want is None or r[0] == want]
-        if not idx:
-            continue
-        correct = np.array([is_hit(probs[i], records[i][1]) for i in idx])
-        brier = np.array([float(((probs[i] - records[i][1]) ** 2).sum()) for i in idx])
-        conf = np.array([float(np.max(probs[i])) for i in idx])
-        out[name] = {"n": len(idx), "accuracy": round(float(correct.mean()), 4), "brier": round(float(brier.mean()), 4),
-                     "ece": round(ece_score(conf, correct, bins), 4)}
-    return out
 
 
 def slices(records: list[tuple], probs: list[np.ndarray]) -> dict:
