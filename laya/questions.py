@@ -108,7 +108,7 @@ def _instructions_text(qid: Any, value: Any) -> str:
         text = json.dumps(value, ensure_ascii=False)
     else:
         raise _fail(qid, f"'instructions' must be a string (or JSON data), not {type(value).__name__}")
-    if not text.strip():
+    if not text.strip() or (isinstance(value, (dict, list)) and not value):  # "[]" / "{}" ask nothing either
         raise _fail(qid, "'instructions' is empty; give the question text")
     return text
 

@@ -61,3 +61,9 @@ def test_states():
     for bad in (None, 3, b"bytes"):
         with pytest.raises(TypeError):
             render_state(bad)
+
+
+@pytest.mark.parametrize("empty", [[], {}, "", "   "])
+def test_empty_instructions_of_any_form_are_refused(empty):
+    with pytest.raises(ValueError, match=r"^question 'q': 'instructions' is empty; give the question text"):
+        check_question("q", {"type": "noul", "instructions": empty})
