@@ -114,7 +114,7 @@ class Agent(Predictor):
         self.subfolder = subfolder
         model_dir, self.revision = resolve_checkpoint_dir(model_id_or_path, subfolder, revision, token)
         self.model_dir = model_dir
-        verify_digests(model_dir, expected_sha256 if expected_sha256 is not None else parse_digest_env())
+        verify_digests(model_dir, expected_sha256 if expected_sha256 is not None else parse_digest_env(model_id_or_path))
         self.cfg = load_config(model_dir)  # the tokenizer fix-up happens on a private copy at tokenizer load
         self.parallel_options = False
         if not os.path.isfile(os.path.join(model_dir, "model.safetensors")):

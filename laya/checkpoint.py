@@ -59,7 +59,9 @@ def resolve_checkpoint_dir(model_id_or_path: str, subfolder: str | None = None, 
     return model_dir, sha
 
 
-def parse_digest_env() -> dict | None:
+def parse_digest_env(model: Any = None) -> dict | None:
+    """LAYA_SHA256_DIGESTS for one load: a flat {relpath: hex} map as given; a model-keyed map (every value
+    a map, the Router's form) gives the entry of `model`'s registry name or alias, else nothing to check."""
     raw = os.environ.get("LAYA_SHA256_DIGESTS", "").strip()
     if not raw:
         return None
@@ -69,6 +71,12 @@ def parse_digest_env() -> dict | None:
         raise ValueError(f"LAYA_SHA256_DIGESTS is not valid JSON ({e}); give {{relpath: sha256hex}}") from None
     if not isinstance(digests, dict):
         raise ValueError("LAYA_SHA256_DIGESTS must be a JSON object {relpath: sha256hex}")
+    if digests and all(isinstance(v, dict) for v in digests.values()):
+        from .registry import canonical_name
+
+        name = canonical_name(model) if isinstance(model, str) else None
+        by_name = {canonical_name(k) or k: v for k, v in digests.items() if isinstance(k, str)}
+        return by_name.get(name) if name else None
     return digests
 
 

@@ -141,7 +141,7 @@ class ONNXAgent(Predictor):
         # weights=False: the graph carries the weights; never download model.safetensors for it.
         model_dir, self.revision = resolve_checkpoint_dir(model_id_or_path, subfolder, revision, token, weights=False)
         self.model_dir = model_dir
-        digests, graph_digest = split_digests(expected_sha256 if expected_sha256 is not None else parse_digest_env())
+        digests, graph_digest = split_digests(expected_sha256 if expected_sha256 is not None else parse_digest_env(model_id_or_path))
         verify_digests(model_dir, digests)
         self.cfg = load_config(model_dir)  # refuses option layouts other than sequential
         self.onnx_path = find_graph("laya.onnx" if onnx_path is None else onnx_path, model_dir)

@@ -184,3 +184,18 @@ def test_other_encoder_families_load(tmp_path):
     a = agent.predict("refund please", {"q": {"type": "noul", "instructions": "Refund?"}})["answers"]["q"]["noul"]
     b = agent.predict("the app crashed", {"q": {"type": "noul", "instructions": "Refund?"}})["answers"]["q"]["noul"]
     assert a != b
+
+
+def test_model_keyed_digest_env_applies_to_the_named_model_only(tiny_checkpoint, monkeypatch):
+    """A Router-style {model: {relpath: hex}} LAYA_SHA256_DIGESTS must not break a plain load of a path
+    (nothing to check for it), and is applied by name for registry names and aliases."""
+    from laya.checkpoint import parse_digest_env
+
+    monkeypatch.setenv("LAYA_SHA256_DIGESTS", json.dumps({"english": {"rl_agent_config.json": "f" * 64},
+                                                          "multi": {"a.json": "1" * 64}}))
+    assert laya.load(tiny_checkpoint).predict("hi", {"ok": {"type": "noul", "instructions": "Fine?"}})
+    assert parse_digest_env(tiny_checkpoint) is None
+    assert parse_digest_env("English ") == {"rl_agent_config.json": "f" * 64}
+    assert parse_digest_env("multilingual") == {"a.json": "1" * 64}  # 'multi' is an alias
+    monkeypatch.setenv("LAYA_SHA256_DIGESTS", json.dumps({"rl_agent_config.json": "f" * 64}))
+    assert parse_digest_env(tiny_checkpoint) == {"rl_agent_config.json": "f" * 64}  # flat: as given
