@@ -3,15 +3,15 @@
 A row holds `max_len - head_len - 1` state tokens (`state_room`); a longer state is cut. Instead, the
 state's tokens are split into windows of `window` tokens every `stride` tokens, each window is decoded
 back to text and all windows are answered by `predict_batch` (at most WINDOW_BATCH_CAP windows per
-forward unless `batch_size` says otherwise). Per question the deciding window wins: for a noul the
+forward; a smaller `batch_size` lowers that). Per question the deciding window wins: for a noul the
 window with the highest P(true) (any window that finds the statement true decides), for a choice or a
 score the window with the highest `answer_confidence`. The chosen answer gains
 `"window": {"index", "token_start", "token_end", "count"}`; numeric usage fields are summed over the
 windows and `usage["windows"]` counts them.
 
 Defaults: `window = max(64, max_len - head_max_len - 8)` capped at the smallest room over the questions;
-`stride` = half the effective window. A state that fits is answered by one plain `predict` call
-(`usage["windows"] = 1`). Known limits (spec §10.18): the probabilities are the deciding window's, a
+`stride` = half the effective window. A state that fits a row (or the explicit window) is answered by
+one plain `predict` call (`usage["windows"] = 1`; 0 when a hook answered instead of the model). Known limits (spec §10.18): the probabilities are the deciding window's, a
 noul's maximum drifts up with the number of windows, and re-tokenised window text can shift at the
 window edges.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from .hooks import as_hooks
 from .questions import render_state
 from .sequence import encode, scrub_mask, state_room, tokenizer_view
 
@@ -98,6 +99,16 @@ def _strength(answer: dict) -> float:
     return float(answer.get("confidence", 0.0) if value is None else value)
 
 
+class _SkipProbe:
+    """A last end hook that notes whether a hook answered the call (ctx.skip) instead of the model."""
+
+    def __init__(self) -> None:
+        self.skipped = False
+
+    def on_predict_end(self, ctx: Any) -> None:
+        self.skipped = bool(ctx.skipped)
+
+
 def predict_long(predictor: Any, state: Any, questions: dict, window: int | None = None, stride: int | None = None,
                  aggregate: str = "auto", batch_size: int | None = None, lang: str | None = None,
                  **hook_kwargs: Any) -> dict:
@@ -116,13 +127,23 @@ def predict_long(predictor: Any, state: Any, questions: dict, window: int | None
     cfg = predictor.cfg
     max_len = int(cfg.get("max_len", DEFAULT_MAX_LEN))
     head_max_len = int(cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN))
+    if batch_size is not None:
+        _positive(batch_size, "batch_size")
     tok = predictor.tok
     ids = encode(tok, scrub_mask(tok, render_state(state)))
-    room = min((state_room(tok, q, max_len, head_max_len) for q in qs), default=max_len)
+    rooms = {q.qid: state_room(tok, q, max_len, head_max_len) for q in qs}
+    room = min(rooms.values(), default=max_len)
+    if room < 1:
+        tight = min(rooms, key=rooms.get)
+        raise ValueError(f"predict_long: question {tight!r} leaves no room for state tokens in a row of "
+                         f"max_len={max_len} (head_max_len={head_max_len}); shorten its instructions or options")
     size, step = window_plan(len(ids), room, max_len, head_max_len, window, stride)
-    if len(ids) <= size:
-        result = predictor.predict(state, questions, lang=lang, **hook_kwargs)
-        result["usage"]["windows"] = 1
+    probe = _SkipProbe()
+    hooks = [*as_hooks(hook_kwargs.pop("hooks", None)), probe]
+    # A state that fits one row (or the explicit window) is one plain call.
+    if len(ids) <= (size if window is not None else room):
+        result = predictor.predict(state, questions, lang=lang, hooks=hooks, **hook_kwargs)
+        result.setdefault("usage", {})["windows"] = 0 if probe.skipped else 1
         return result
 
     starts = window_starts(len(ids), size, step)
@@ -130,8 +151,12 @@ def predict_long(predictor: Any, state: Any, questions: dict, window: int | None
     texts = [tok.decode(ids[s:s + size], skip_special_tokens=False) for s in starts]
     if view.mask_token:
         texts = [t.replace(view.mask_token, " ") for t in texts]
-    results = predictor.predict_batch(texts, questions, batch_size=batch_size or WINDOW_BATCH_CAP, lang=lang,
-                                      **hook_kwargs)
+    results = predictor.predict_batch(texts, questions, lang=lang, hooks=hooks, **hook_kwargs,
+                                      batch_size=min(batch_size or WINDOW_BATCH_CAP, WINDOW_BATCH_CAP))
+    if probe.skipped:  # a hook answered (e.g. a cache): its answer stands, no window was scored
+        result = dict(results[0])
+        result["usage"] = {**result.get("usage", {}), "windows": 0}
+        return result
     answers = {}
     for q in qs:
         best = max(range(len(results)), key=lambda i: _strength(results[i]["answers"][q.qid]))

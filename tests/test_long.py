@@ -87,10 +87,67 @@ def test_long_state_windows_and_deciding_answers(agent):
         assert answer[key] == max(r["answers"][qid][key] for r in per_window)
 
 
+def test_a_state_that_fits_the_room_is_not_windowed(agent):
+    """Between the default window (152 on tiny: 256 - 96 - 8) and the room (~200): one plain call."""
+    noul = {"urgent": QUESTIONS["urgent"]}
+    room = laya_common().state_room(agent.tok, noul["urgent"], 256, 96)
+    text = long_text(400)
+    ids = encode(agent.tok, text)
+    text = agent.tok.decode(ids[:room - 5])
+    n = len(encode(agent.tok, text))
+    assert 152 < n <= room
+    result = agent.predict_long(text, noul)
+    assert result["usage"].pop("windows") == 1 and result == agent.predict(text, noul)
+
+
+def laya_common():
+    import importlib
+    return importlib.import_module("laya.common")
+
+
+def test_a_hook_answer_counts_no_windows(agent):
+    cached = {"model": "cache", "answers": {}, "usage": {"input_tokens": 0, "output_tokens": 0}}
+
+    class Cache:
+        def on_predict_start(self, ctx):
+            ctx.skip([cached])
+
+    for text in ("short one", long_text(900)):
+        result = agent.predict_long(text, QUESTIONS, hooks=Cache())
+        assert result["model"] == "cache" and result["usage"]["windows"] == 0
+
+
+def test_default_window_width_and_the_pass_cap(agent, monkeypatch):
+    text = long_text(2000)
+    sizes = []
+    real = agent.predict_batch
+
+    def recording(states, questions, **kw):
+        sizes.append(kw.get("batch_size"))
+        return real(states, questions, **kw)
+
+    monkeypatch.setattr(agent, "predict_batch", recording)
+    result = agent.predict_long(text, QUESTIONS, batch_size=1000)
+    block = result["answers"]["urgent"]["window"]
+    assert block["token_end"] - block["token_start"] == 152 and result["usage"]["windows"] > 1
+    assert sizes == [WINDOW_BATCH_CAP]  # a caller's batch_size never widens a pass
+    agent.predict_long(text, QUESTIONS, batch_size=4)
+    assert sizes[-1] == 4
+    with pytest.raises(ValueError, match="batch_size must be a positive number"):
+        agent.predict_long(text, QUESTIONS, batch_size=0)
+
+
+def test_no_room_for_the_state_is_an_error(agent):
+    crowded = {"team": {"type": "choice", "instructions": "Which team?",
+                        "criteria": [f"team number {i}" for i in range(100)]}}
+    with pytest.raises(ValueError, match=r"question 'team' leaves no room for state tokens"):
+        agent.predict_long(long_text(900), crowded)
+
+
 def test_default_window_and_bad_arguments(agent):
     text = long_text(2000)
     result = agent.predict_long(text, QUESTIONS)
-    assert result["usage"]["windows"] > 1 and WINDOW_BATCH_CAP >= 1
+    assert result["usage"]["windows"] > 1
     with pytest.raises(ValueError, match="aggregate must be 'auto'"):
         agent.predict_long(text, QUESTIONS, aggregate="mean")
     with pytest.raises(TypeError, match="got None"):
