@@ -22,6 +22,7 @@ import warnings
 from typing import Any
 
 from .hooks import as_hooks
+from .pipeline import positive_int
 from .questions import render_state
 from .sequence import encode, scrub_mask, state_room, tokenizer_view
 
@@ -30,22 +31,16 @@ MIN_DEFAULT_WINDOW = 64
 HEAD_MARGIN = 8  # the default window leaves this many tokens of slack beyond head_max_len
 
 
-def _positive(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"predict_long: {name} must be a positive number of tokens, got {value!r}")
-    return value
-
-
 def window_plan(n_tokens: int, room: int, max_len: int, head_max_len: int, window: int | None,
                 stride: int | None) -> tuple[int, int]:
     """(effective window, stride) for a state of n_tokens whose rows hold `room` state tokens."""
     explicit = window is not None
     if explicit:
-        wanted = _positive(window, "window")
+        wanted = positive_int(window, "predict_long: window")
     else:
         wanted = max(MIN_DEFAULT_WINDOW, max_len - head_max_len - HEAD_MARGIN)
     if stride is not None:
-        _positive(stride, "stride")
+        positive_int(stride, "predict_long: stride")
     effective = max(1, min(wanted, room))
     shrunk = effective < wanted
     if shrunk and explicit:
@@ -128,7 +123,7 @@ def predict_long(predictor: Any, state: Any, questions: dict, window: int | None
     max_len = int(cfg.get("max_len", DEFAULT_MAX_LEN))
     head_max_len = int(cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN))
     if batch_size is not None:
-        _positive(batch_size, "batch_size")
+        positive_int(batch_size, "predict_long: batch_size")
     tok = predictor.tok
     ids = encode(tok, scrub_mask(tok, render_state(state)))
     rooms = {q.qid: state_room(tok, q, max_len, head_max_len) for q in qs}

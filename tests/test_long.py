@@ -35,7 +35,7 @@ def test_window_plan_defaults_and_rules():
     assert window_plan(2000, 400, 512, 192, 100, 30) == (100, 30)
     with pytest.raises(ValueError, match=r"stride=120 is larger than window=100"):
         window_plan(2000, 400, 512, 192, 100, 120)
-    with pytest.raises(ValueError, match=r"window must be a positive number of tokens, got 0"):
+    with pytest.raises(ValueError, match=r"predict_long: window must be a positive integer, got 0"):
         window_plan(2000, 400, 512, 192, 0, None)
     with pytest.warns(RuntimeWarning, match=r"window=500 is wider than the 400 state tokens"):
         assert window_plan(2000, 400, 512, 192, 500, None) == (400, 200)
@@ -133,7 +133,7 @@ def test_default_window_width_and_the_pass_cap(agent, monkeypatch):
     assert sizes == [WINDOW_BATCH_CAP]  # a caller's batch_size never widens a pass
     agent.predict_long(text, QUESTIONS, batch_size=4)
     assert sizes[-1] == 4
-    with pytest.raises(ValueError, match="batch_size must be a positive number"):
+    with pytest.raises(ValueError, match="predict_long: batch_size must be a positive integer, got 0"):
         agent.predict_long(text, QUESTIONS, batch_size=0)
 
 
