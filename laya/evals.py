@@ -76,11 +76,11 @@ def load_eval_items(path: str, text_column: str | None = None, label_column: str
     Validation and targets come from `laya.train.data`; errors are ValueError/FileNotFoundError."""
     import os
 
-    from .train.data import load_examples
+    from .train.data import is_text_label, load_examples
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"data file {path} not found")
-    if text_column is not None or path.lower().endswith(".csv"):
+    if is_text_label(path, text_column is not None):
         examples = load_examples(path, text_column or "text", label_column=label_column, question_id=question_id,
                                  instructions=instructions)
         items = []
@@ -97,7 +97,9 @@ def load_eval_items(path: str, text_column: str | None = None, label_column: str
             row = json.loads(line)
             gold, expected = row.get("gold") or {}, row.get("expected") or {}
             definitions += [(qid, d) for qid, d in row["questions"].items() if qid in gold or qid in expected]
-    assert len(definitions) == len(examples), "gold rows and loaded examples out of step"
+    if len(definitions) != len(examples):
+        raise ValueError(f"{path}: {len(definitions)} gold questions read but {len(examples)} examples loaded "
+                         "(rows and loaded examples out of step)")
     return [EvalItem(ex.state, qid, d, ex.question, ex.target) for ex, (qid, d) in zip(examples, definitions)]
 
 
@@ -122,7 +124,8 @@ def probs_from_answer(q: Question, answer: dict) -> np.ndarray:
 
 
 def _group_key(item: EvalItem) -> str:
-    return json.dumps([str(item.qid), item.definition], sort_keys=True, default=str)
+    # order-sensitive (no sort_keys), like the Router's grouping: criteria order changes the model's output
+    return json.dumps([str(item.qid), item.definition], ensure_ascii=False, default=repr)
 
 
 def answer_items(agent: Any, items: Sequence[EvalItem], batch_size: int | None = None) -> list[np.ndarray]:

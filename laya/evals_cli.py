@@ -10,8 +10,9 @@
 
 Data (`--data`): the gold JSONL of training (rows `{"state", "questions", "gold": {qid:
 {"probabilities": {...}}}}` or `"expected": {qid: answer}`; questions without gold are skipped), or
-text+label rows — a CSV, or JSONL with `--text-column` — turned into one choice question over the
-labels seen (`--label-column`, `--question-id`, `--instructions`, as in `laya-train`). The loaders
+text+label rows — a CSV, a JSONL whose first row has no "questions" dict, or any file with an
+explicit `--text-column` (`laya.train.data.is_text_label`, the rule `laya-train` uses) — turned into
+one choice question over the labels seen (`--label-column`, `--question-id`, `--instructions`, as in `laya-train`). The loaders
 are `laya.train.data`'s, so the questions are validated exactly as at inference.
 
 Answering: every item goes through the public `predict_batch` of `laya.load(--model, device=--device,
@@ -86,7 +87,7 @@ def _positive_int(what: str):
 def _add_data(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data", required=False, metavar="FILE", help="gold JSONL, or text+label CSV/JSONL")
-    g.add_argument("--text-column", default=None, help="text+label data: the text column (implied 'text' for CSV)")
+    g.add_argument("--text-column", default=None, help="text+label data: the text column (default: text); giving it forces text+label mode")
     g.add_argument("--label-column", default="label", help="text+label data: the label column (default: label)")
     g.add_argument("--question-id", default="label", help="text+label data: the question id (default: label)")
     g.add_argument("--instructions", default="Which label fits the text?",
@@ -352,6 +353,13 @@ def do_evidence(args, argv: list[str]) -> dict:
         if not isinstance(run, dict) or run.get("command") != "run" or "metrics" not in run:
             raise UsageError(f"--from {args.from_run!r}: not the output of `laya-evals run --json`")
         source = f"laya-evals run output {os.path.abspath(args.from_run)} (sha256 {_sha256(args.from_run)})"
+        if args.min_accuracy is not None or args.max_ece is not None:  # gates given now: re-judge the metrics
+            from .evals import judge_gates
+
+            gates = judge_gates(run["metrics"], args.min_accuracy, args.max_ece, args.gate_policy)
+            run = {**run, "gates": gates, "exit_status": EXIT_OK if gates["passed"] else EXIT_GATE}
+            source += (f" (gates re-judged on its metrics: --min-accuracy {args.min_accuracy} --max-ece {args.max_ece}"
+                       f" --gate-policy {args.gate_policy})")
     else:
         run = do_run(args)
         source = "laya-evals " + " ".join(argv)

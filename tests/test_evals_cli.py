@@ -194,3 +194,62 @@ def test_onnx_run_and_agreement(tiny_checkpoint, agent, gold, tmp_path, capsys):
     assert code == 0 and res["against"]["runtime"] == "onnx" and res["agreement"]["all"]["argmax_agreement"] == 1.0
     assert main(["run", "--model", tiny_checkpoint, "--onnx", str(tmp_path / "missing.onnx"), "--data", gold]) == 2
     assert "missing.onnx" in capsys.readouterr().err
+
+
+# ---- review fixes ----------------------------------------------------------------------------------------
+
+def test_criteria_order_is_part_of_the_question(agent, tmp_path):
+    """Two definitions differing only in criteria order are two questions: each row is answered as a
+    direct predict of its own definition (order changes the model's output)."""
+    a = {"type": "choice", "instructions": "What does the customer want?",
+         "criteria": {"refund": "money back", "bug": "something broken", "other": None}}
+    b = {"type": "choice", "instructions": a["instructions"],
+         "criteria": {"other": None, "bug": "something broken", "refund": "money back"}}
+    state = "I want my money back for order 1234."
+    path = tmp_path / "order.jsonl"
+    path.write_text("\n".join(json.dumps({"state": state, "questions": {"intent": d}, "expected": {"intent": "refund"}})
+                              for d in (a, b)) + "\n", encoding="utf-8")
+    items = evals.load_eval_items(str(path))
+    probs = evals.answer_items(agent, items)
+    direct = [evals.probs_from_answer(it.question, agent.predict(state, {"intent": d})["answers"]["intent"])
+              for it, d in zip(items, (a, b))]
+    assert not np.allclose(direct[0], direct[1], atol=1e-3)  # the order matters for this model
+    for got, want in zip(probs, direct):
+        np.testing.assert_allclose(got, want, atol=1e-3)
+
+
+def test_rows_out_of_step_is_a_usage_error(tiny_checkpoint, gold, monkeypatch, capsys):
+    import laya.train.data as data
+
+    real = data.load_examples
+    monkeypatch.setattr(data, "load_examples", lambda path, *a, **k: real(path, *a, **k)[:-1])
+    with pytest.raises(ValueError, match="gold.jsonl"):
+        evals.load_eval_items(gold)
+    assert main(["run", "--model", tiny_checkpoint, "--data", gold]) == 2
+    assert "out of step" in capsys.readouterr().err
+
+
+def test_text_label_jsonl_without_flag_and_forced_text_column(tiny_checkpoint, tmp_path, capsys):
+    rows = [{"text": "refund me", "label": "billing"}, {"text": "app crashes", "label": "tech"}]
+    plain = tmp_path / "tl.jsonl"
+    plain.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    code, res = run_json(capsys, ["run", "--model", tiny_checkpoint, "--data", str(plain)])
+    assert code == 0 and res["metrics"]["all"]["n"] == 2
+    # rows with a "state" key but no "questions" dict are text+label too; --text-column state forces it
+    stated = tmp_path / "st.jsonl"
+    stated.write_text("\n".join(json.dumps({"state": r["text"], "label": r["label"]}) for r in rows) + "\n",
+                      encoding="utf-8")
+    code, res = run_json(capsys, ["run", "--model", tiny_checkpoint, "--data", str(stated), "--text-column", "state"])
+    assert code == 0 and res["metrics"]["all"]["n"] == 2
+
+
+def test_evidence_from_run_rejudges_with_new_gates(tiny_checkpoint, gold, tmp_path, capsys):
+    run_file = tmp_path / "run.json"
+    code, res = run_json(capsys, ["run", "--model", tiny_checkpoint, "--data", gold])
+    assert code == 0
+    run_file.write_text(json.dumps(res))
+    code, rec = run_json(capsys, ["evidence", "--from", str(run_file), "--min-accuracy", "1"])
+    assert code == 1 and rec["verdict"] == "fail" and rec["gates"]["min_accuracy"] == 1
+    assert "re-judged" in rec["source"]
+    code, rec = run_json(capsys, ["evidence", "--from", str(run_file), "--min-accuracy", "0"])
+    assert code == 0 and rec["verdict"] == "pass"

@@ -140,7 +140,10 @@ def test_cli_spec_flags_aliases_and_defaults():
 
     p = build_parser()
     a = p.parse_args(["--data", "d.jsonl"])
-    assert a.data == "d.jsonl" and a.base == "convaiinnovations/laya" and a.text_column == "text"
+    # --text-column: the spec default "text" in --help, None after parsing so an explicit flag is seen
+    # (main() fills in "text" after deciding the data kind)
+    assert a.data == "d.jsonl" and a.base == "convaiinnovations/laya" and a.text_column is None
+    assert "default: text" in " ".join(p.format_help().split())
     assert (a.label_column, a.question_id, a.min_abstain_n, a.target_error) == ("label", "label", 10, 0.10)
     assert (a.epochs, a.micro_batch, a.grad_accum, a.encoder_lr, a.head_lr) == (4, 8, 8, 2.5e-5, 1e-4)
     assert (a.loss, a.label_smoothing, a.device, a.seed, a.dry_run) == ("rlcd", 0.0, "auto", 0, False)
@@ -180,6 +183,30 @@ def test_cli_dry_run_and_required(tmp_path, capsys):
     assert e.value.code == 2
     with pytest.raises(SystemExit):
         main([])  # no data at all
+
+
+def test_cli_data_kind_detection(tmp_path, capsys):
+    """One rule (laya.train.data.is_text_label): gold only when the first row has a 'questions' dict;
+    an explicit --text-column forces text+label mode, even --text-column state."""
+    from laya.train.cli import main
+    from laya.train.data import is_text_label
+
+    stated = tmp_path / "s.jsonl"
+    stated.write_text("".join(json.dumps({"state": f"row {i}", "label": "ab"[i % 2]}) + "\n" for i in range(4)))
+    plain = tmp_path / "p.jsonl"
+    plain.write_text("".join(json.dumps({"text": f"row {i}", "label": "ab"[i % 2]}) + "\n" for i in range(4)))
+    assert main(["--data", str(stated), "--text-column", "state", "--dry-run"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["rows"] == 4 and plan["rows_per_type"] == {"choice": 4}
+    assert main(["--data", str(plain), "--dry-run"]) == 0  # text+label JSONL, default text column
+    assert json.loads(capsys.readouterr().out)["rows"] == 4
+    assert main(["--data", str(stated), "--dry-run"]) == 2  # text+label, but no "text" column: named
+    assert "'text'" in capsys.readouterr().err
+    assert is_text_label(str(stated)) and is_text_label(str(plain)) and is_text_label("x.csv")
+    gold = tmp_path / "g.jsonl"
+    gold.write_text(json.dumps({"state": "x", "questions": {"u": {"type": "noul", "instructions": "Urgent?"}},
+                                "expected": {"u": True}}) + "\n")
+    assert not is_text_label(str(gold)) and is_text_label(str(gold), text_column_given=True)
 
 
 def slot_accuracy_and_loss(model, tok, cfg, examples, seed):

@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--base", "--model", dest="base", default=DEFAULT_BASE,
                    help="laya checkpoint (directory or Hub id), encoder directory, or 'minilm' "
                         f"(default {DEFAULT_BASE})")
-    p.add_argument("--text-column", default="text")
+    # shown as "text" (the spec default) but None internally: an explicit flag forces text+label mode
+    p.add_argument("--text-column", default=None, help="text+label data: the text column (default: text)")
     p.add_argument("--label-column", default="label")
     p.add_argument("--question-id", default="label")
     p.add_argument("--instructions", default="Which label fits the text?")
@@ -61,23 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _is_gold_jsonl(path: str) -> bool:
-    """A JSONL whose first row has 'questions' is gold-probability data; otherwise text + label columns."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    row = json.loads(line)
-                    return not isinstance(row, dict) or "questions" in row or "state" in row
-    except (OSError, ValueError):
-        return True  # let the gold loader report the problem with its line number
-    return True
-
-
 def _load(path: str, args: argparse.Namespace) -> list:
-    from .data import load_examples
+    from .data import is_text_label, load_examples
 
-    if path.lower().endswith(".csv") or (os.path.isfile(path) and not _is_gold_jsonl(path)):
+    if os.path.isfile(path) and is_text_label(path, args.text_column_given):
         return load_examples(path, text_column=args.text_column, label_column=args.label_column,
                              question_id=args.question_id, instructions=args.instructions,
                              smoothing=args.label_smoothing)
@@ -111,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.data and args.data_positional and args.data != args.data_positional:
         parser.error("give the data once: --data or a positional DATA, not both")
     args.data = args.data or args.data_positional
+    args.text_column_given = args.text_column is not None  # decided before the spec default is filled in
+    args.text_column = args.text_column or "text"
     if not args.data:
         parser.error("--data is required")
     if not args.out and not args.dry_run:

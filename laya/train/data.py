@@ -131,11 +131,29 @@ def load_text_label(path: str, text_column: str = "text", label_column: str = "l
             for row in rows]
 
 
+def is_text_label(path: str, text_column_given: bool = False) -> bool:
+    """The one data-kind rule shared by `laya-train` and `laya-evals`: text+label rows when a text column is
+    given explicitly, for a CSV, or for a JSONL whose first row has no 'questions' dict; gold-probability
+    JSONL otherwise (including an unreadable first row, so the gold loader reports it with its line)."""
+    if text_column_given or path.lower().endswith(".csv"):
+        return True
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    row = json.loads(line)
+                    return isinstance(row, dict) and not isinstance(row.get("questions"), dict)
+    except (OSError, ValueError):
+        return False
+    return False
+
+
 def load_examples(path: str, text_column: str | None = None, **kwargs: Any) -> list[Example]:
-    """Gold JSONL, unless a text column is named or the file is a CSV."""
+    """Gold JSONL, unless a text column is named, the file is a CSV, or its first row has no 'questions'
+    dict (`is_text_label`)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"training data {path} not found")
-    if text_column is not None or path.lower().endswith(".csv"):
+    if is_text_label(path, text_column is not None):
         return load_text_label(path, text_column or "text", **kwargs)
     return load_gold_jsonl(path, kwargs.get("smoothing", 0.0))
 
