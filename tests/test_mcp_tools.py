@@ -171,11 +171,14 @@ def test_decide_fills_a_schema(tools):
 def test_predict_long(tools):
     state = {"message": " ".join(["The order arrived broken and I want my money back."] * 80)}
     out = call(tools, "laya_predict_long", state=state, questions=QUESTIONS, window=64, stride=32)
-    if "error" in out:  # Agent.predict_long not in this build yet
-        assert out["error"]["code"] == "not_implemented"
-        return
+    assert "error" not in out, out
     assert list(out["answers"]) == list(QUESTIONS)
-    assert out["usage"]["windows"] > 1 and out["routing"]["model"] == "local"
+    windows = out["usage"]["windows"]
+    assert windows > 1 and out["routing"]["model"] == "local" and out["device"] == "cpu"
+    for answer in out["answers"].values():
+        block = answer["window"]
+        assert block["count"] == windows and 0 <= block["index"] < windows
+        assert 0 <= block["token_start"] < block["token_end"]
 
 
 # ---- structured errors ----------------------------------------------------------------------------------
@@ -477,3 +480,34 @@ def test_server_passes_wrong_types_to_the_tools():
     result = asyncio.run(server.call_tool("laya_route", {"state": "plain text"}))
     text = result.content[0].text
     assert json.loads(text)["error"]["code"] == "invalid_state"
+
+
+# ---- review fixes ----------------------------------------------------------------------------------------
+
+def test_predict_batch_questions_error_names_the_request(tools):
+    bad = {"q": {"type": "bogus", "instructions": "?"}}
+    out = call(tools, "laya_predict_batch", requests=[{"state": STATE, "questions": QUESTIONS},
+                                                      {"state": STATE, "questions": bad}])
+    assert error_code(out) == "invalid_questions" and out["error"]["message"].startswith("requests[1]: ")
+    many = {"q": {"type": "choice", "instructions": "?", "criteria": [str(i) for i in range(101)]}}
+    out = call(tools, "laya_predict_batch", requests=[{"state": STATE, "questions": many}])
+    assert error_code(out) == "limit_exceeded" and out["error"]["message"].startswith("requests[0]: ")
+
+
+def test_shortlist_embedding_cache_lets_evicted_agents_go(tiny_checkpoint):
+    import gc
+    import weakref
+
+    from laya.router import Router
+
+    router = Router(models={"a": tiny_checkpoint, "b": tiny_checkpoint}, default="a", device="cpu", max_loaded=1)
+    tools = LayaTools(router, env={})
+    labels = [f"label_{i}" for i in range(30)]
+    questions = {"pick": {"type": "choice", "instructions": "Which label fits?", "criteria": labels}}
+    assert "error" not in call(tools, "laya_shortlist", state=STATE, questions=questions, k=5, model="a")
+    first = weakref.ref(router.agents()["a"])
+    assert "error" not in call(tools, "laya_shortlist", state=STATE, questions=questions, k=5, model="b")
+    assert router.loaded == ["b"]
+    gc.collect()
+    assert first() is None, "the evicted agent is still referenced (embedding cache)"
+    assert len(tools._embed_fns) == 1

@@ -582,7 +582,12 @@ class LayaTools:
             if "state" not in r or "questions" not in r:
                 raise ToolError("invalid_requests", f"requests[{i}] needs 'state' and 'questions'")
             _state(r["state"], f"requests[{i}].state")
-            _questions(r["questions"], where=f"requests[{i}].questions")
+            try:
+                _questions(r["questions"], where=f"requests[{i}].questions")
+            except ToolError as e:  # the library's message does not say which request it is about
+                if not e.message.startswith(f"requests[{i}]"):
+                    e = ToolError(e.code, f"requests[{i}]: {e.message}", **e.extra)
+                raise e from None
             checked.append({**r, "task": _text(r.get("task"), "task"), "lang": _text(r.get("lang"), "lang"),
                             "lang_guess": _text(r.get("lang_guess"), "lang_guess"),
                             "max_len": _positive(r.get("max_len"), f"requests[{i}].max_len", budget),
@@ -625,6 +630,12 @@ class LayaTools:
     def _embed_fn(self, agent: Any) -> Any:
         from ..shortlist import cached_embed_fn, embed_fn_from_agent
 
+        # keep only agents the router still holds: an evicted agent (and its embedding cache) is let go
+        router = self.router(build=False)
+        loaded = {id(a) for a in router.agents().values()} if router is not None and hasattr(router, "agents") \
+            else set()
+        for key in [k for k, (a, _) in self._embed_fns.items() if k not in loaded and a is not agent]:
+            del self._embed_fns[key]
         held = self._embed_fns.get(id(agent))
         if held is None or held[0] is not agent:
             held = self._embed_fns[id(agent)] = (agent, cached_embed_fn(embed_fn_from_agent(agent)))
