@@ -11,6 +11,7 @@ import contextlib
 import marshal
 import threading
 import time
+import warnings
 from typing import Any
 
 import numpy as np
@@ -60,6 +61,36 @@ def positive_int(value: Any, name: str) -> int:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return value
 
+
+def _check_records(records: Any) -> list:
+    """Calibration records `(qtype, logits, target, k)` checked up front: a bad one is a ValueError naming
+    its index (instead of a KeyError or IndexError from deep inside the fit)."""
+    if isinstance(records, (str, bytes, dict)):
+        raise ValueError(f"records must be a list of (qtype, logits, target, k) tuples, got {type(records).__name__}")
+    try:
+        records = list(records)
+    except TypeError:
+        raise ValueError(f"records must be a list of (qtype, logits, target, k) tuples, "
+                         f"got {type(records).__name__}") from None
+    for i, rec in enumerate(records):
+        where = f"records[{i}]"
+        if isinstance(rec, (str, bytes, dict)) or not hasattr(rec, "__len__") or len(rec) != 4:
+            raise ValueError(f"{where}: expected a (qtype, logits, target, k) tuple, got {rec!r:.200}")
+        qtype, logits, target, k = rec
+        if isinstance(qtype, bool) or not isinstance(qtype, (int, np.integer)) or not 0 <= int(qtype) <= 2:
+            raise ValueError(f"{where}: qtype must be 0 (choice), 1 (score) or 2 (noul), got {qtype!r}")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 1:
+            raise ValueError(f"{where}: k must be an integer >= 1, got {k!r}")
+        for name, values in (("logits", logits), ("target", target)):
+            try:
+                arr = np.asarray(values, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f"{where}: {name} must be a list of numbers, got {values!r:.200}") from None
+            if arr.ndim != 1 or arr.size < int(k):
+                raise ValueError(f"{where}: {name} needs at least k={int(k)} values, got shape {arr.shape}")
+            if not np.all(np.isfinite(arr[:int(k)])):
+                raise ValueError(f"{where}: {name} has a non-finite value among its first {int(k)}")
+    return records
 
 class Predictor(HookRegistry):
     MODEL_NAME = "laya-rl-agent"
@@ -282,16 +313,22 @@ class Predictor(HookRegistry):
         "clamped", "counts", "ece"? (with compute_ece)}."""
         from .calibrate import fit_temperature_map
 
+        records = _check_records(records)
         fitted = fit_temperature_map(records, compute_ece=compute_ece, seed=seed)
         raw, raw_map = list(fitted["temperature"]), dict(fitted["temperature_by_options"])
         self.temperature, self.temperature_by_options = clamp_temperatures(raw, raw_map, source="fitted calibration")
         self.temperature_raw, self.temperature_by_options_raw = raw, raw_map
+        if self.binning_map:  # fitted under the old temperatures (§7.3: binning is fitted under given ones)
+            self.binning_map = None
+            warnings.warn("fit_temperatures: the existing binning_map was fitted under the previous temperatures "
+                          "and has been cleared; refit it with fit_binning(records)", RuntimeWarning, stacklevel=2)
         return fitted
 
     def fit_binning(self, records: Any, min_bucket_n: int = 200) -> dict:
         """Fit histogram binning under the agent's current temperatures and install it as `binning_map`."""
         from .calibrate import fit_binning_map
 
+        records = _check_records(records)
         self.binning_map = fit_binning_map(records, self.temperature, self.temperature_by_options,
                                            min_bucket_n=min_bucket_n)
         return self.binning_map

@@ -274,3 +274,36 @@ def test_errors_that_fp32_also_raises_propagate(tiny_checkpoint, monkeypatch):
     with pytest.raises(KeyError):
         amp.predict(STATES[0], QUESTIONS)
     assert amp._amp_failures == 0 and amp.amp_enabled
+
+
+# ---- review fixes: fit_temperatures vs an existing binning map; bad records -----------------------------
+
+def test_fit_temperatures_clears_a_stale_binning_map_with_one_warning(fresh_agent):
+    records = _records()
+    fresh_agent.fit_binning(records, min_bucket_n=10)
+    assert fresh_agent.binning_map
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fresh_agent.fit_temperatures(records)
+    assert fresh_agent.binning_map is None
+    notes = [w for w in caught if issubclass(w.category, RuntimeWarning) and "binning" in str(w.message)]
+    assert len(notes) == 1 and "fit_binning" in str(notes[0].message)
+    with warnings.catch_warnings():  # nothing to clear: no warning
+        warnings.simplefilter("error")
+        fresh_agent.fit_temperatures(records)
+
+
+@pytest.mark.parametrize("bad, needle", [
+    ((7, [1.0, 2.0, 3.0], [1.0, 0.0, 0.0], 3), "qtype"),
+    ((0, [1.0, 2.0], [1.0, 0.0, 0.0], 3), "logits"),
+    ((0, [1.0, 2.0, 3.0], [1.0, 0.0, 0.0], 0), "k must"),
+    ((0, [1.0, 2.0, 3.0]), "tuple"),
+])
+def test_bad_calibration_record_names_its_index(fresh_agent, bad, needle):
+    records = _records(n=20)
+    records.insert(5, bad)
+    with pytest.raises(ValueError, match=r"records\[5\]") as e:
+        fresh_agent.fit_temperatures(records)
+    assert needle in str(e.value)
+    with pytest.raises(ValueError, match=r"records\[5\]"):
+        fresh_agent.fit_binning(records)
