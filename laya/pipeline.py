@@ -24,6 +24,7 @@ from .hooks import HookRegistry, PredictContext
 from .questions import Question, check_questions, keeps_tail, render_state
 from .sequence import (DEFAULT_HEAD_MAX_LEN, Batch, Row, build_head, collate, encode, encode_many, row_for, scrub_mask,
                        tokenizer_view)
+from .structured import StructuredDecisions
 
 DEFAULT_MAX_LEN = 512
 QUESTION_CACHE_SIZE = 1024  # validated question sets remembered process-wide (agents ask the same ones again)
@@ -92,7 +93,7 @@ def _check_records(records: Any) -> list:
                 raise ValueError(f"{where}: {name} has a non-finite value among its first {int(k)}")
     return records
 
-class Predictor(HookRegistry):
+class Predictor(HookRegistry, StructuredDecisions):
     MODEL_NAME = "laya-rl-agent"
 
     tok: Any
@@ -284,24 +285,6 @@ class Predictor(HookRegistry):
         if collapsed:
             usage["options"] = collapsed
         return {"model": self.MODEL_NAME, "answers": answers, "usage": usage}
-
-    # ---- structured decisions (laya.structured) --------------------------------------------------
-
-    def decide(self, state: Any, schema: Any = None, *, questions: dict | None = None, return_details: bool = False,
-               min_confidence: Any = None, **predict_kwargs: Any) -> Any:
-        """Values for a JSON schema / pydantic class about one state; see laya.structured.decide."""
-        from .structured import decide
-
-        return decide(self, state, schema, questions=questions, return_details=return_details,
-                      min_confidence=min_confidence, **predict_kwargs)
-
-    def decide_batch(self, states: Any, schema: Any = None, *, questions: dict | None = None,
-                     return_details: bool = False, min_confidence: Any = None, **predict_kwargs: Any) -> list:
-        """`decide` for many states in one batched call; see laya.structured.decide_batch."""
-        from .structured import decide_batch
-
-        return decide_batch(self, states, schema, questions=questions, return_details=return_details,
-                            min_confidence=min_confidence, **predict_kwargs)
 
     # ---- calibration ----------------------------------------------------------------------------
 

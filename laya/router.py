@@ -22,6 +22,7 @@ from . import hooks as hooks_mod
 from . import lang as lang_mod
 from .hooks import HookRegistry, PredictContext
 from .registry import ALIASES, BUNDLE_REPO, DEFAULT_MODELS, resolve_model_spec  # noqa: F401 - public here (§1.5)
+from .structured import StructuredDecisions
 
 __all__ = ["BUNDLE_REPO", "DEFAULT_MODELS", "STANDALONE_MODELS", "WORKFLOW_SIGNATURES", "RouteDecision", "Router"]
 
@@ -119,7 +120,7 @@ class _RoutedHook:
         return call
 
 
-class Router(HookRegistry):
+class Router(HookRegistry, StructuredDecisions):
     """Routes requests to named checkpoints and keeps at most `max_loaded` agents resident (LRU).
 
     Predict hooks compose as process defaults -> installed on the router -> per call, and run once per
@@ -660,22 +661,6 @@ class Router(HookRegistry):
         return agent.predict_batch(states, questions, batch_size=batch_size, lang=lang, max_len=max_len,
                                    head_max_len=head_max_len, sort_by_length=sort_by_length,
                                    min_confidence=min_confidence)
-
-    # ---- structured decisions --------------------------------------------------------------------
-
-    def decide(self, state: Any, schema: Any = None, *, questions: dict | None = None, return_details: bool = False,
-               min_confidence: Any = None, **predict_kwargs: Any) -> Any:
-        from .structured import decide
-
-        return decide(self, state, schema, questions=questions, return_details=return_details,
-                      min_confidence=min_confidence, **predict_kwargs)
-
-    def decide_batch(self, states: list, schema: Any = None, *, questions: dict | None = None,
-                     return_details: bool = False, min_confidence: Any = None, **predict_kwargs: Any) -> Any:
-        from .structured import decide_batch
-
-        return decide_batch(self, states, schema, questions=questions, return_details=return_details,
-                            min_confidence=min_confidence, **predict_kwargs)
 
     def __repr__(self) -> str:
         return f"Router(registered={self.registered}, loaded={self.loaded}, default={self.default!r})"

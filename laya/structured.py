@@ -328,3 +328,20 @@ def decide_batch(runner: Any, states: Any, schema: Any = None, *, questions: dic
     else:
         results = runner.predict_batch(list(states), qs, **predict_kwargs)
     return [_project(plan, r, return_details) for r in results]
+
+
+class StructuredDecisions:
+    """`decide` / `decide_batch` as methods (Agent, ONNXAgent and Router share these): the object runs the
+    predict calls, laya.structured builds the questions and projects the answers."""
+
+    def decide(self, state: Any, schema: Any = None, *, questions: dict | None = None, return_details: bool = False,
+               min_confidence: Any = None, **predict_kwargs: Any) -> Any:
+        """Values for a JSON schema / pydantic class about one state; see laya.structured.decide."""
+        return decide(self, state, schema, questions=questions, return_details=return_details,
+                      min_confidence=min_confidence, **predict_kwargs)
+
+    def decide_batch(self, states: Any, schema: Any = None, *, questions: dict | None = None,
+                     return_details: bool = False, min_confidence: Any = None, **predict_kwargs: Any) -> list:
+        """`decide` for many states in one batched call; see laya.structured.decide_batch."""
+        return decide_batch(self, states, schema, questions=questions, return_details=return_details,
+                            min_confidence=min_confidence, **predict_kwargs)
