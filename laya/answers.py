@@ -224,12 +224,13 @@ def check_min_confidence(value: Any) -> float | dict | None:
             if key != "default" and key not in BUCKETS:
                 raise ValueError(f"min_confidence key {key!r} is not a bucket; use 'default' or one of "
                                  f"{', '.join(BUCKETS)}")
-            out[key] = _threshold(threshold, f"min_confidence[{key!r}]")
+            out[key] = unit_interval(threshold, f"min_confidence[{key!r}]")
         return out
-    return _threshold(value, "min_confidence")
+    return unit_interval(value, "min_confidence")
 
 
-def _threshold(value: Any, name: str) -> float:
+def unit_interval(value: Any, name: str) -> float:
+    """`value` as a float in [0, 1]; bools, NaN and inf refused with a message naming `name`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
             or not 0.0 <= value <= 1.0:
         raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}")
@@ -241,12 +242,17 @@ def answer_bucket(answer: dict) -> str:
     return temp_bucket(answer["type"], k)
 
 
+def bucket_threshold(min_confidence: float | dict, bucket: str) -> float:
+    """The threshold a checked min_confidence applies to a bucket: a float everywhere; a map's bucket
+    value, else its "default", else 0.0 (spec §2.4)."""
+    if isinstance(min_confidence, dict):
+        return min_confidence.get(bucket, min_confidence.get("default", 0.0))
+    return min_confidence
+
+
 def apply_min_confidence(answer: dict, min_confidence: float | dict) -> None:
     """Add the abstention fields to one answer, in place."""
-    if isinstance(min_confidence, dict):
-        threshold = min_confidence.get(answer_bucket(answer), min_confidence.get("default", 0.0))
-    else:
-        threshold = min_confidence
+    threshold = bucket_threshold(min_confidence, answer_bucket(answer))
     conf = answer.get("answer_confidence")
     if conf is None:  # spec §2.4: answer_confidence, falling back to confidence
         conf = answer.get("confidence")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .answers import BUCKETS, ROUND, answer_bucket, apply_min_confidence, check_min_confidence
+from .answers import BUCKETS, ROUND, answer_bucket, apply_min_confidence, bucket_threshold, check_min_confidence
 
 __all__ = ["GATE_STATES", "apply_confidence_gate", "check_min_confidence", "check_min_confidence_map",
            "flag_low_confidence", "jev_confidence", "resolve_min_confidence"]
@@ -49,11 +49,7 @@ def resolve_min_confidence(min_confidence: Any, answer_or_bucket: dict | str) ->
         raise ValueError(f"expected an answer dict or a bucket name (one of {', '.join(BUCKETS)}), "
                          f"got {answer_or_bucket!r}")
     checked = check_min_confidence(min_confidence)
-    if checked is None:
-        return 0.0
-    if isinstance(checked, dict):
-        return checked.get(bucket, checked.get("default", 0.0))
-    return checked
+    return 0.0 if checked is None else bucket_threshold(checked, bucket)
 
 
 _ANSWER_TYPES = ("choice", "score", "noul")

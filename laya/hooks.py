@@ -20,6 +20,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from .answers import unit_interval
+
 EVENTS = ("on_predict_start", "on_predict_end", "on_route", "on_load", "on_evict", "on_error")
 
 
@@ -338,12 +340,6 @@ def _neutral_name(j: int) -> str:
     return chr(ord("A") + j) if j < 26 else f"O{j + 1}"
 
 
-def _unit(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name} must be a number in [0, 1], got {value!r}")
-    return float(value)
-
-
 def _distinct_perms(rng: random.Random, k: int, n: int, identity_ok: bool) -> list[tuple[int, ...]]:
     """Up to `n` distinct permutations of range(k), drawn with `rng` (without the identity unless allowed)."""
     identity = tuple(range(k))
@@ -413,8 +409,8 @@ class OptionStabilityHook(PredictHook):
     def __init__(self, *, accept: float, escalate: float, probes: Any = None, n_shuffles: int = 3,
                  relabel: bool = True, rename_max_options: int = 20, variants: str = "full",
                  seed: int | None = None):
-        self.accept = _unit(accept, "accept")
-        self.escalate = _unit(escalate, "escalate")
+        self.accept = unit_interval(accept, "accept")
+        self.escalate = unit_interval(escalate, "escalate")
         if self.escalate > self.accept:
             raise ValueError(f"escalate ({escalate}) must not exceed accept ({accept}): agreement >= accept "
                              "accepts, agreement < escalate escalates, anything between is reviewed")

@@ -57,6 +57,7 @@ except ImportError as e:  # optional dependency
     raise ImportError("laya.integrations needs LangChain's core package (langchain_core), which could not be "
                       f"imported ({e}); install it with: pip install langchain-core") from e
 
+from ..answers import unit_interval
 from ..presets import guard_questions, state_field, triage_questions
 from ..questions import check_questions
 
@@ -176,9 +177,7 @@ class LayaRouter(_LayaRunnable):
         if fallback is not None and fallback not in criteria:
             raise ValueError(f"fallback {fallback!r} is not one of the routes {list(criteria)!r}")
         if min_confidence is not None:
-            if isinstance(min_confidence, bool) or not isinstance(min_confidence, (int, float)) \
-                    or not 0.0 <= min_confidence <= 1.0:
-                raise ValueError(f"min_confidence must be a number in [0, 1], got {min_confidence!r}")
+            unit_interval(min_confidence, "min_confidence")
             if fallback is None:
                 raise ValueError("min_confidence needs a fallback route to take when the decision is unsure")
         self.fallback, self.min_confidence, self.question_id = fallback, min_confidence, question_id
