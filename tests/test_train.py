@@ -414,3 +414,32 @@ def test_recalibrate_uses_the_training_autocast_dtype(tiny_checkpoint, tmp_path,
     with pytest.raises(Stop):
         loop.recalibrate(tiny_checkpoint, examples[:4], config=TrainConfig(amp="off"), device="cpu")
     assert seen[-1] is None
+
+
+def test_select_picks_the_best_run_on_calib_and_never_reads_heldout(tiny_checkpoint, tmp_path, capsys):
+    """train_mini select: scores each run on calib.jsonl, writes every run's metrics, prints the best run."""
+    from make_training_data import main as make_data
+    from train_mini import main as train_mini
+
+    data = str(tmp_path / "data")
+    make_data([data, "--seed", "0", "--train", "30", "--heldout", "30", "--calib", "60"])
+    os.remove(os.path.join(data, "heldout.jsonl"))  # selection must not need (or read) the held-out split
+    runs = []
+    for i, lr in enumerate((1e-3, 3e-2)):
+        run = str(tmp_path / f"run{i}")
+        train(tiny_examples(), base=tiny_checkpoint, out_dir=run,
+              config=TrainConfig(max_steps=2, micro_batch=4, head_lr=lr, calib_min_bucket_n=5, progress=False,
+                                 max_len=128, head_max_len=96))
+        runs.append(run)
+    out = str(tmp_path / "out")
+    assert train_mini(["select", ",".join(runs), "--data", data, "--out", out, "--device", "cpu"]) == 0
+    chosen = capsys.readouterr().out.strip().splitlines()[-1]
+    report = json.load(open(os.path.join(out, "laya_mini_select.json")))
+    assert [r["run_dir"] for r in report["runs"]] == runs and report["calib_rows"] == 60
+    scores = {r["run_dir"]: r["mean_type_accuracy"] for r in report["runs"]}
+    assert chosen == report["chosen"] == max(runs, key=lambda r: scores[r])
+    for r in report["runs"]:
+        m = r["metrics"]
+        assert r["mean_type_accuracy"] == pytest.approx(np.mean([m[t]["accuracy"] for t in ("choice", "score", "noul")]),
+                                                        abs=1e-4)
+        assert r["config"]["head_lr"] in (1e-3, 3e-2) and r["steps"] == 2
