@@ -353,10 +353,13 @@ class Agent(Predictor):
                                   stacklevel=3)
 
     def warmup(self, shapes: Any = None) -> float:
-        """Run synthetic batches (rows, tokens, markers) through the forward; returns seconds taken."""
+        """Run synthetic batches (rows, tokens, markers) through the forward (each as often as the active
+        backend needs to have it ready: the tilelang path captures a CUDA graph on a plan's third run);
+        returns seconds taken."""
         start = time.perf_counter()
         cap = int(self.cfg.get("max_len", DEFAULT_MAX_LEN))
-        for rows, tokens, markers in shapes or self.WARMUP_SHAPES:
+        repeats = self._backend.warmup_repeats if self._backend is not None else 1
+        for rows, tokens, markers in [s for s in shapes or self.WARMUP_SHAPES for _ in range(repeats)]:
             length = max(min(tokens, cap), markers + 2)
             ids = torch.full((rows, length), self.tok.cls_token_id, dtype=torch.long)
             pos = torch.arange(1, markers + 1).repeat(rows, 1)

@@ -11,8 +11,8 @@ batch shape, so a batch can run in one of two layouts (``Plan``):
   belong to no sequence; they only need to stay finite.
 
 The residual stream stays fp32 (ModernBERT-large activations reach ~3e4); GEMM operands are 16-bit
-copies made once.  On CUDA each plan is captured once into a CUDA graph and replayed from static
-input buffers under a lock; outputs are copied out before the lock is released.  The scorer and act
+copies made once.  On CUDA each plan that recurs (CAPTURE_AFTER runs) is captured once into a CUDA
+graph and replayed from static input buffers under a lock; outputs are copied out before the lock is released.  The scorer and act
 head run in plain torch on the gathered marker rows, exactly as the eager model (`model.decide`).
 
 ``cpu=True`` builds the same composition from the kernels' fp32 CPU specialisation: a correctness
@@ -43,6 +43,12 @@ PACK_RATIO = 1.15  # pack when the dense layout would compute 15% more rows than
 # batching big plans are many and rarely repeat, so capturing each (three forwards) would cost more
 # than it saves; they run eagerly instead.
 GRAPH_MAX_TOKENS = 4096
+# A plan is captured on its CAPTURE_AFTER-th run; runs before that launch the same kernels eagerly.
+# Capturing costs three forwards plus the capture itself, paid by the request that triggers it: under
+# dynamic batching most (rows, packed tokens) plans appear once or twice, and capturing each of them on
+# first sight put those costs on the request path (the serve p99).  Plans that recur get their graph;
+# warmup() runs each shape this many times, so warmed shapes are captured up front.
+CAPTURE_AFTER = 3
 # Tiles measured on the H200: large-M GEMMs reach ~86% of cuBLAS with these (kernels_h200.json); for
 # small M, narrower column blocks give more thread blocks (profile_fast_h200_2026-11-29.json: a
 # 1 x 128 forward 1.80 ms with 64x32 tiles against 2.02 ms with 64x64).
@@ -90,6 +96,7 @@ class _Slot:
         self.positions = torch.zeros(plan.tokens, dtype=torch.int32, device=device)  # packed: RoPE position
         self.graph: Any = None
         self.out: torch.Tensor | None = None
+        self.runs = 0  # eager runs so far (before the capture)
 
 
 class _Linear:
@@ -147,6 +154,7 @@ class FastLaya:
         self._slots: dict[Plan, _Slot] = {}
         self._pool = None
         self.captures = 0
+        self.capture_after = CAPTURE_AFTER if self.use_graphs else 1
         with torch.no_grad():
             self._copy_weights(model, config)
             self._rope_tables(encoder, config)
@@ -341,6 +349,9 @@ class FastLaya:
         if not self.use_graphs or plan.tokens > GRAPH_MAX_TOKENS:
             return self._body(plan, slot)
         if slot.graph is None:
+            slot.runs += 1
+            if slot.runs < self.capture_after:
+                return self._body(plan, slot)
             self._capture(plan, slot)
         slot.graph.replay()
         return slot.out
@@ -425,9 +436,10 @@ class FastLaya:
     # ---- warm-up -----------------------------------------------------------------------------------
 
     def warmup(self, shapes: Any = None) -> float:
-        """Run (rows, tokens, markers) shapes once each (capturing their CUDA graphs); returns seconds."""
+        """Run (rows, tokens, markers) shapes capture_after times each (capturing their CUDA graphs);
+        returns seconds."""
         start = time.perf_counter()
-        for rows, tokens, markers in shapes or DEFAULT_WARMUP_SHAPES:
+        for rows, tokens, markers in [s for s in shapes or DEFAULT_WARMUP_SHAPES for _ in range(self.capture_after)]:
             length = max(min(tokens, self.max_len), markers + 2)
             ids = torch.full((rows, length), self.pad_id + 1, dtype=torch.long, device=self.device)
             mask = torch.ones_like(ids)

@@ -84,14 +84,18 @@ def test_graph_replay_equals_a_plain_run(tiny_checkpoint, fused):
     qs = check_questions(QUESTIONS)
     rows = [r for s in STATES for r in fused._rows(str(s), False, qs, 256, 96)[1]]
     tensors = [t.cuda() for t in collate(rows, fused.tok.pad_token_id).tensors()]
+    graphs = FastLaya(fused.model, max_len=256, dtype=torch.bfloat16, pad_id=fused.tok.pad_token_id)  # no plans yet
+    runs = []
     with torch.no_grad():
-        replay = [fused._fast(*tensors) for _ in range(3)]  # capture, then two replays
+        for i in range(fast_module.CAPTURE_AFTER + 2):  # eager runs, the capturing run, two replays
+            runs.append(graphs(*tensors))
+            assert graphs.captures == (i + 1 >= fast_module.CAPTURE_AFTER)
         direct = plain(*tensors)
-    assert fused._fast.captures >= 1
-    for a, b in zip(replay[-1], direct):
+    for a, b in zip(runs[-1], direct):
         assert torch.equal(a, b)
-    for a, b in zip(replay[0], replay[-1]):
-        assert torch.equal(a, b)
+    for run in runs[:-1]:  # eager runs before the capture and replays after it: the same numbers
+        for a, b in zip(run, runs[-1]):
+            assert torch.equal(a, b)
 
 
 def test_big_plans_run_without_a_graph(fused):

@@ -20,6 +20,7 @@ class BackendUnavailable(RuntimeError):
 
 class Backend:
     name = "base"
+    warmup_repeats = 1  # Agent.warmup runs each synthetic shape this many times
 
     def __init__(self, agent: Any):
         self.agent = agent

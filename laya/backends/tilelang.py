@@ -56,5 +56,10 @@ class TileLangBackend(Backend):
     def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False):
         return self.fast(input_ids, attention_mask, marker_pos, marker_mask, qtype)
 
+    @property
+    def warmup_repeats(self) -> int:
+        """Agent.warmup runs each shape this often: the fast path captures a plan on its CAPTURE_AFTER-th run."""
+        return getattr(self.fast, "capture_after", 1)
+
     def warmup(self, shapes: Any = None) -> float:
         return self.agent.warmup(shapes)  # through the agent: its request path captures the graphs
