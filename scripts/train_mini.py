@@ -330,7 +330,9 @@ def run_eval(run_dir: str, data_dir: str, out_dir: str, device: str = "cpu") -> 
     cfg = json.load(open(os.path.join(run_dir, "rl_agent_config.json"), encoding="utf-8"))
     log = [json.loads(line) for line in open(os.path.join(run_dir, "train_log.jsonl"), encoding="utf-8")]
     curve_every = max(1, len(log) // 100)
-    where = "GPU, bf16 autocast" if device.startswith("cuda") else "CPU, fp32"
+    # Where the run trained (its own config), not where this evaluation runs.
+    trained_on = cfg["training"]["laya_train"]["config"].get("device", device)
+    where = "GPU, bf16 autocast" if str(trained_on).startswith("cuda") else "CPU, fp32"
     train_report = {"what": f"laya-mini training run ({where})", "base": "all-MiniLM-L6-v2",
                     "data": data_note(data_dir),
                     "laya_train": cfg["training"]["laya_train"],
@@ -338,7 +340,8 @@ def run_eval(run_dir: str, data_dir: str, out_dir: str, device: str = "cpu") -> 
                     "recalibration": cfg["training"].get("recalibration"),
                     "temperature": cfg["temperature"], "temperature_by_options": cfg["temperature_by_options"],
                     "loss_curve": [e for e in log if e["step"] % curve_every == 0 or e is log[-1]],
-                    "environment": environment(device)}
+                    "trained_with_torch": cfg["training"]["laya_train"].get("torch"),
+                    "environment": environment(device), "environment_is": "the evaluation's (training: laya_train.torch)"}
     with open(os.path.join(out_dir, "laya_mini_train.json"), "w", encoding="utf-8") as f:
         json.dump(train_report, f, indent=2)
     return report
