@@ -40,6 +40,7 @@ _LAZY = {
     "apply_binning_map": "laya.calibrate",
     # shared arithmetic (proper_reward pulls torch)
     "proper_reward": "laya.common",
+    "td_lambda_targets": "laya.common",
     "ece_score": "laya.common",
     "answer_confidence": "laya.common",
     "confidence_from_probs": "laya.common",

@@ -4,7 +4,7 @@ Re-exports (one implementation each, defined where it is used):
   from laya.questions:        QTYPES, QTYPE_NAMES, render_options
   from laya.answers:          answer_confidence, confidence_from_probs
   from laya.calibrate:        ece_score
-  from laya.train.objectives: proper_reward (torch: resolved on first access, so
+  from laya.train.objectives: proper_reward, td_lambda_targets (torch: resolved on first access, so
                               `import laya.common` itself stays torch-free)
 """
 
@@ -16,10 +16,11 @@ from .answers import answer_confidence, confidence_from_probs
 from .calibrate import ece_score
 from .questions import QTYPE_NAMES, QTYPES, render_options
 
-_TORCH = {"proper_reward": "laya.train.objectives"}
+_TORCH = {"proper_reward": "laya.train.objectives", "td_lambda_targets": "laya.train.objectives"}
 
 __all__ = ["QTYPES", "QTYPE_NAMES", "answer_confidence", "build_head", "build_sequence", "collate_items",
-           "confidence_from_probs", "ece_score", "proper_reward", "render_options", "state_room"]
+           "confidence_from_probs", "ece_score", "proper_reward", "render_options", "state_room",
+           "td_lambda_targets"]
 
 
 # ---- sequence construction (§3.2, §3.3) under the spec's names: thin adapters over laya.sequence, which

@@ -14,7 +14,7 @@ from laya.confidence import (GATE_STATES, apply_confidence_gate, check_min_confi
 SOURCES = {
     "laya.calibrate": ["fit_temperatures", "fit_one_temperature", "fit_temperature_map", "fit_abstention_thresholds",
                        "fit_binning_map", "apply_binning_map"],
-    "laya.common": ["proper_reward", "ece_score", "answer_confidence", "confidence_from_probs",
+    "laya.common": ["proper_reward", "td_lambda_targets", "ece_score", "answer_confidence", "confidence_from_probs",
                     "render_options", "QTYPES", "QTYPE_NAMES"],
     "laya.confidence": ["check_min_confidence", "check_min_confidence_map", "resolve_min_confidence",
                         "flag_low_confidence", "apply_confidence_gate", "GATE_STATES", "jev_confidence"],

@@ -443,3 +443,37 @@ def test_select_picks_the_best_run_on_calib_and_never_reads_heldout(tiny_checkpo
         assert r["mean_type_accuracy"] == pytest.approx(np.mean([m[t]["accuracy"] for t in ("choice", "score", "noul")]),
                                                         abs=1e-4)
         assert r["config"]["head_lr"] in (1e-3, 3e-2) and r["steps"] == 2
+
+
+def test_td_lambda_targets_by_hand():
+    from laya.common import td_lambda_targets
+
+    # Episode 7: turns 0,1,2 given out of order; episode 3: two turns; row 5 a single turn (ep_group -1).
+    p = torch.tensor([0.2, 0.9, 0.5, 0.1, 0.7, 0.33])
+    batch = {"ep_group": [7, 7, 7, 3, 3, -1], "ep_step": [0, 2, 1, 0, 1, 0]}
+    mc = td_lambda_targets(p, batch)  # lam = 1: every turn gets its episode's final value
+    assert torch.allclose(mc, torch.tensor([0.9, 0.9, 0.9, 0.7, 0.7, 0.33]))
+    td0 = td_lambda_targets(p, batch, lam=0.0)  # the next turn's value; the last turn keeps its own
+    assert torch.allclose(td0, torch.tensor([0.5, 0.9, 0.9, 0.7, 0.7, 0.33]))
+    half = td_lambda_targets(p, batch, lam=0.5)  # G1 = .5*.9 + .5*.9 = .9; G0 = .5*.5 + .5*.9 = .7
+    assert torch.allclose(half, torch.tensor([0.7, 0.9, 0.9, 0.7, 0.7, 0.33]))
+    assert not half.requires_grad and torch.equal(p, torch.tensor([0.2, 0.9, 0.5, 0.1, 0.7, 0.33]))  # input kept
+
+    class Batch:  # attribute access works as well as a mapping
+        ep_group = torch.tensor([1, 1, 1])
+        ep_step = torch.tensor([0, 1, 2])
+    assert torch.allclose(td_lambda_targets(torch.tensor([0.1, 0.4, 0.8]), Batch(), lam=0.5),
+                          torch.tensor([0.6, 0.8, 0.8]))  # G1 = .5*.8 + .5*.8; G0 = .5*.4 + .5*.8
+
+
+@pytest.mark.parametrize("batch, lam, words", [
+    ({"ep_group": [0, 0], "ep_step": [1, 1]}, 1.0, "same ep_step"),
+    ({"ep_group": [0, 0]}, 1.0, "'ep_step'"),
+    ({"ep_group": [0], "ep_step": [0]}, 1.0, "2 values but 1 ep_group"),
+    ({"ep_group": [0, 0], "ep_step": [0, 1]}, 1.5, "got 1.5"),
+])
+def test_td_lambda_targets_rejects_bad_input(batch, lam, words):
+    from laya.common import td_lambda_targets
+
+    with pytest.raises(ValueError, match=words):
+        td_lambda_targets(torch.tensor([0.1, 0.2]), batch, lam=lam)

@@ -3,9 +3,12 @@
 - soft_ce_loss: cross-entropy against gold probabilities.
 - rlcd_loss: a policy-gradient term whose reward is a strictly proper scoring rule of Gaussian-
   perturbed answers (log + spherical score, minus RPS for score questions), plus the soft CE.
+- td_lambda_targets: lambda-return targets for the turns of multi-turn episodes.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
@@ -63,3 +66,46 @@ def sigma_at(epoch_progress: float, start: float = 0.4, end: float = 0.1) -> flo
     """Linear anneal of the perturbation scale over training (progress in [0, 1])."""
     p = min(1.0, max(0.0, epoch_progress))
     return start + (end - start) * p
+
+
+def _episode_field(batch: Any, name: str) -> Any:
+    value = batch.get(name) if isinstance(batch, dict) else getattr(batch, name, None)
+    if value is None:
+        raise ValueError(f"td_lambda_targets: the batch has no {name!r}; give every row its episode "
+                         "(ep_group) and turn number (ep_step)")
+    return torch.as_tensor(value).reshape(-1).tolist()
+
+
+def td_lambda_targets(p_true: Any, batch: Any, lam: float = 1.0) -> torch.Tensor:
+    """TD(lambda) targets for multi-turn episodes: rows of one episode share `ep_group`, `ep_step` orders
+    them; rows with a negative ep_group are single turns and keep their own value.
+
+    Within an episode sorted by step, with V_t = p_true of turn t, the last turn's target is its own
+    V_T (the outcome) and earlier turns bootstrap backwards (no discount, no intermediate reward):
+    G_t = (1 - lam) * V_{t+1} + lam * G_{t+1}. lam = 1 gives every turn the episode's final value
+    (Monte Carlo), lam = 0 the next turn's value (TD(0)). Returns a detached float tensor shaped like
+    p_true; `batch` is a mapping or an object with `ep_group` and `ep_step`.
+    """
+    if not (isinstance(lam, (int, float)) and 0.0 <= float(lam) <= 1.0):
+        raise ValueError(f"td_lambda_targets: lam must be a number in [0, 1], got {lam!r}")
+    values = torch.as_tensor(p_true).detach().float()
+    flat = values.reshape(-1)
+    groups, steps = _episode_field(batch, "ep_group"), _episode_field(batch, "ep_step")
+    if not len(groups) == len(steps) == flat.numel():
+        raise ValueError(f"td_lambda_targets: {flat.numel()} values but {len(groups)} ep_group and {len(steps)} "
+                         "ep_step entries; give one of each per row")
+    episodes: dict = {}
+    for row, (group, step) in enumerate(zip(groups, steps)):
+        if group >= 0:
+            episodes.setdefault(group, []).append((step, row))
+    out = flat.clone()
+    for group, turns in episodes.items():
+        turns.sort()
+        if len({step for step, _ in turns}) < len(turns):
+            raise ValueError(f"td_lambda_targets: episode {group} has two rows with the same ep_step; "
+                             "number each turn of an episode once")
+        target = float(flat[turns[-1][1]])
+        for (_, row), (_, after) in zip(reversed(turns[:-1]), reversed(turns[1:])):
+            target = (1.0 - lam) * float(flat[after]) + lam * target
+            out[row] = target
+    return out.reshape(values.shape)
