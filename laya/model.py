@@ -87,12 +87,17 @@ class DecisionModel(nn.Module):
         self.register_buffer("temperature", torch.ones(3))
         self.head_checkpointing = False
 
-    def encode(self, input_ids, attention_mask, qtype, detach_encoder=False, encoder_mask=None):
+    def encode(self, input_ids, attention_mask, qtype, detach_encoder=False, encoder_mask=None, position_ids=None,
+               option_ids=None):
         """Encoder states plus type embedding, through the head layers: [N, L, d].
 
-        `encoder_mask` (optional) replaces the 2-D mask for the encoder only, e.g. `broadcast_masks`."""
+        `encoder_mask` (optional) replaces the 2-D mask for the encoder only, e.g. `broadcast_masks`.
+        `position_ids` and `option_ids` ([N, L]) select the parallel option layout (laya.parallel_layout)."""
         mask = attention_mask if encoder_mask is None else encoder_mask
-        h = self.encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
+        extra = {}
+        if position_ids is not None or option_ids is not None:
+            mask, extra = self.parallel_inputs(attention_mask, position_ids, option_ids), {"position_ids": position_ids}
+        h = self.encoder(input_ids=input_ids, attention_mask=mask, **extra).last_hidden_state
         if detach_encoder:
             h = h.detach()
         h = h + self.type_emb(qtype)[:, None, :]
@@ -105,9 +110,21 @@ class DecisionModel(nn.Module):
                     h = head_layer(layer, h, pad)
         return h
 
+    def parallel_inputs(self, attention_mask, position_ids, option_ids) -> dict:
+        """ModernBERT's per-layer masks for the parallel layout (spec 3.9)."""
+        from .parallel_layout import parallel_masks
+
+        config = self.encoder.config
+        if position_ids is None or option_ids is None:
+            raise ValueError("the parallel option layout needs both position_ids and option_ids ([N, L] each)")
+        if getattr(config, "model_type", None) != "modernbert":
+            raise ValueError(f"the parallel option layout needs a ModernBERT encoder, this one is "
+                             f"{getattr(config, 'model_type', None)!r}; use option_layout 'sequential'")
+        return parallel_masks(attention_mask, position_ids, option_ids, getattr(config, "sliding_window", None))
+
     def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False,
-                encoder_mask=None):
-        h = self.encode(input_ids, attention_mask, qtype, detach_encoder, encoder_mask)
+                position_ids=None, option_ids=None, encoder_mask=None):
+        h = self.encode(input_ids, attention_mask, qtype, detach_encoder, encoder_mask, position_ids, option_ids)
         return decide(self, h, marker_pos, marker_mask)
 
 

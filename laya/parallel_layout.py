@@ -1,0 +1,70 @@
+"""The parallel option layout (spec 3.9, config `option_layout: "parallel"`; eager backend only).
+
+The token row is the sequential one (laya.sequence); only positions and attention change:
+- every option span starts at the same position id, the one after the instruction's [SEP];
+- the closing [SEP], the state and the final [SEP] continue after the longest span;
+- `option_ids` is 0 for shared tokens and j + 1 for the tokens of the row's j-th option span;
+- a token may attend to every real token except the tokens of a *different* option; sliding-window
+  layers additionally need |position_i - position_j| <= sliding_window (positions, not indices).
+
+So each option is read as if it were the only one, and the answer does not depend on option order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+LAYOUTS = ("sequential", "parallel")
+
+
+def row_positions(length: int, head_len: int, markers: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(position_ids, option_ids), int64 [length], of a row whose first `head_len` tokens are its head
+    ([CLS] instruction [SEP], the option spans starting at `markers`, the closing [SEP])."""
+    index = np.arange(length, dtype=np.int64)
+    positions, options = index.copy(), np.zeros(length, dtype=np.int64)
+    markers = [int(m) for m in markers]
+    if not markers:
+        return positions, options
+    close = head_len - 1  # the head's closing [SEP]
+    start = markers[0]  # position of every span's [MASK]
+    ends = markers[1:] + [close]
+    longest = max(end - m for m, end in zip(markers, ends))
+    for j, (m, end) in enumerate(zip(markers, ends)):
+        span = slice(m, min(end, length))
+        positions[span] = start + index[span] - m
+        options[span] = j + 1
+    tail = index >= close
+    positions[tail] = start + longest + index[tail] - close
+    return positions, options
+
+
+def parallel_masks(attention_mask: Any, position_ids: Any, option_ids: Any, sliding_window: int | None) -> dict:
+    """ModernBERT's per-layer-type masks {"full_attention", "sliding_attention"}: [N, 1, L, L] bool,
+    True = may attend. Pad keys are masked; pad queries keep the real keys (no all-masked row).
+    Arguments are [N, L] torch tensors (this module itself stays torch-free)."""
+    key = attention_mask.bool()[:, None, :]  # [N, 1, L]
+    mine, theirs = option_ids[:, :, None], option_ids[:, None, :]
+    full = key & ((mine == 0) | (theirs == 0) | (mine == theirs))  # [N, L, L]
+    masks = {"full_attention": full[:, None]}
+    if sliding_window is not None:
+        gap = (position_ids[:, :, None] - position_ids[:, None, :]).abs()
+        masks["sliding_attention"] = (full & (gap <= sliding_window))[:, None]
+    else:
+        masks["sliding_attention"] = masks["full_attention"]
+    return masks
+
+
+def check_layout(layout: Any, where: str) -> str:
+    """The config's option_layout (default sequential); parallel needs transformers >= 5 (dict masks)."""
+    layout = "sequential" if layout is None else layout
+    if layout not in LAYOUTS:
+        raise ValueError(f"option_layout {layout!r} in {where} is not supported; use 'sequential' or 'parallel'")
+    if layout == "parallel":
+        import transformers
+
+        if int(transformers.__version__.split(".")[0]) < 5:
+            raise RuntimeError(f"option_layout 'parallel' ({where}) needs transformers >= 5 (per-layer attention "
+                               f"masks); this environment has {transformers.__version__}: upgrade transformers")
+    return layout

@@ -1,0 +1,123 @@
+"""The parallel option layout (spec 3.9): positions, option ids, masks, and the config check."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from laya.parallel_layout import check_layout, parallel_masks, row_positions
+
+
+def test_row_positions_by_hand():
+    # [CLS] i i [SEP] | [MASK] a a | [MASK] b | [MASK] c c c | [SEP] | s s | [SEP]
+    #   0   1 2   3      4    5 6    7     8    9    10 11 12   13     14 15  16
+    positions, options = row_positions(17, head_len=14, markers=[4, 7, 9])
+    assert positions.tolist() == [0, 1, 2, 3, 4, 5, 6, 4, 5, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert options.tolist() == [0, 0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 3, 0, 0, 0, 0]
+    # A row clipped inside the state keeps the same numbering for what is left.
+    clipped_pos, clipped_opt = row_positions(15, head_len=14, markers=[4, 7, 9])
+    assert clipped_pos.tolist() == positions[:15].tolist() and clipped_opt.tolist() == options[:15].tolist()
+
+
+def test_row_positions_single_option_equals_sequential():
+    positions, options = row_positions(10, head_len=7, markers=[3])
+    assert positions.tolist() == list(range(10))
+    assert options.tolist() == [0, 0, 0, 1, 1, 1, 0, 0, 0, 0]
+
+
+def test_masks_hide_other_options_and_pads_and_apply_the_window_on_positions():
+    positions, options = row_positions(17, head_len=14, markers=[4, 7, 9])
+    attn = torch.ones(1, 19, dtype=torch.long)
+    attn[0, 17:] = 0  # two pad tokens
+    pos = torch.tensor([positions.tolist() + [0, 0]])
+    opt = torch.tensor([options.tolist() + [0, 0]])
+    masks = parallel_masks(attn, pos, opt, sliding_window=2)
+    full, sliding = masks["full_attention"][0, 0], masks["sliding_attention"][0, 0]
+    assert full.shape == (19, 19) and full.dtype == torch.bool
+    assert not full[:, 17:].any()  # pad keys never
+    assert full[17:, :17].all()  # pad queries see every real token (no all-masked row)
+    assert not full[5, 7] and not full[7, 5] and not full[8, 10]  # option a <-> option b, b <-> c
+    assert full[5, 6] and full[5, 0] and full[0, 5] and full[15, 8]  # own option, shared tokens both ways
+    # sliding counts positions, not indices: the closing [SEP] (index 13, position 8) sees option a's last
+    # token (index 6, position 6) seven indices away, and not [CLS]..instruction tokens 5+ positions back.
+    assert sliding[13, 6] and sliding[13, 12] and not sliding[13, 3]
+    assert sliding[12, 11] and not sliding[12, 7]  # option c never sees option b, window or not
+    assert (sliding <= full).all()
+    gap = (pos[0][:, None] - pos[0][None, :]).abs()
+    assert torch.equal(sliding, full & (gap <= 2))
+
+
+def test_check_layout():
+    assert check_layout(None, "cfg") == "sequential"
+    assert check_layout("parallel", "cfg") == "parallel"
+    with pytest.raises(ValueError, match="'diagonal' in cfg"):
+        check_layout("diagonal", "cfg")
+
+
+def parallel_logits(agent, definition: dict, state: str, parallel: bool = True) -> torch.Tensor:
+    """Logits [k] of one hand-built row, through the model with or without the parallel inputs."""
+    from laya.questions import check_question
+    from laya.sequence import build_row, collate, encode
+
+    q = check_question("q", definition)
+    row = build_row(agent.tok, q, encode(agent.tok, state), False, 256, 96)
+    batch = collate([row], agent.tok.pad_token_id)
+    extra = {}
+    if parallel:
+        positions, options = row_positions(len(row.ids), len(row.head.ids), row.markers)
+        extra = {"position_ids": torch.from_numpy(positions)[None], "option_ids": torch.from_numpy(options)[None]}
+    with torch.no_grad():
+        logits, _ = agent.model(*batch.tensors(), **extra)
+    return logits[0, :q.k]
+
+
+def test_parallel_model_is_option_order_invariant_and_sequential_differs(tiny_checkpoint):
+    """Each option reads as if alone (same positions, no cross-option attention; the sliding window of the
+    tiny encoder, 8, counts positions): reordering the options permutes the logits and changes nothing else.
+    The sequential layout is order-dependent, so the same check fails there."""
+    import laya
+
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    options = {"billing": "charges, refunds and invoices", "outage": "the service is down or slow",
+               "account": "login, password, profile", "other": None}
+    state = "I was charged twice for my subscription this month and I cannot log in to fix it either."
+    order = [2, 0, 3, 1]
+    base = parallel_logits(agent, {"type": "choice", "instructions": "Which team?", "criteria": options}, state)
+    moved = parallel_logits(agent, {"type": "choice", "instructions": "Which team?", "criteria": options,
+                                    "option_order": order}, state)
+    assert torch.allclose(moved, base[order], atol=1e-5), (moved, base[order])
+    seq = parallel_logits(agent, {"type": "choice", "instructions": "Which team?", "criteria": options}, state, False)
+    seq_moved = parallel_logits(agent, {"type": "choice", "instructions": "Which team?", "criteria": options,
+                                        "option_order": order}, state, False)
+    assert not torch.allclose(seq_moved, seq[order], atol=1e-3)
+    assert not torch.allclose(seq, base, atol=1e-3)
+
+
+def test_parallel_with_one_option_equals_sequential(tiny_checkpoint):
+    import laya
+
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    definition = {"type": "choice", "instructions": "Is this billing?", "criteria": {"billing": "charges and refunds"}}
+    state = "word " * 40
+    assert torch.allclose(parallel_logits(agent, definition, state), parallel_logits(agent, definition, state, False),
+                          atol=1e-5)
+
+
+def test_parallel_inputs_need_a_modernbert_encoder_and_both_tensors(tiny_checkpoint):
+    import laya
+
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    attn = torch.ones(1, 5, dtype=torch.long)
+    with pytest.raises(ValueError, match="both position_ids and option_ids"):
+        agent.model.parallel_inputs(attn, torch.arange(5)[None], None)
+    agent.model.encoder.config.model_type = "bert"
+    try:
+        with pytest.raises(ValueError, match="needs a ModernBERT encoder, this one is 'bert'"):
+            agent.model.parallel_inputs(attn, torch.arange(5)[None], torch.zeros(1, 5, dtype=torch.long))
+    finally:
+        agent.model.encoder.config.model_type = "modernbert"
