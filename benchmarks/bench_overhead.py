@@ -66,7 +66,7 @@ import torch  # noqa: E402
 
 import laya  # noqa: E402
 from laya.questions import check_questions, keeps_tail, render_state  # noqa: E402
-from laya.sequence import build_head, collate, encode_many, scrub_mask  # noqa: E402
+from laya.sequence import collate, encode_many, scrub_mask  # noqa: E402
 
 from _env import bench_checkpoint, cpu_sample, cpu_share, environment, wait_for_quiet  # noqa: E402
 
@@ -410,14 +410,14 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
     Mirrors _answer/_rows_from_ids/Agent._run_forward/_result step by step (private helpers on purpose: the
     point is to time the real code; update this when _answer changes). What the direct measurement has on
     top of these stages ("glue") is the read/write gate, argument checks, hook checks and the model-call
-    plumbing. Question heads come from laya's per-tokenizer cache after the first call, as in any run that
-    asks the same questions again; `question_heads` is that lookup plus each question's decoding plan
-    (both once per call).
+    plumbing. Question heads come from laya's per-tokenizer cache of question sets after the first call, as
+    in any run that asks the same questions again; `question_heads` is that lookup plus each question's
+    decoding plan (both once per call).
     """
 
     from laya.agent import act_probabilities, host_array
-    from laya.answers import Calibration, DecodePlan, check_min_confidence
-    from laya.pipeline import checked_questions
+    from laya.answers import Calibration, check_min_confidence
+    from laya.pipeline import question_set
     from laya.sequence import tokenizer_view
 
     tok = agent.tok
@@ -432,11 +432,12 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
         t0 = time.perf_counter()
         check_min_confidence(None)
         texts = [render_state(s) for s in states]
-        qs = checked_questions(questions)  # validated question sets are remembered, as in _answer
+        qset = question_set(questions)  # validated question sets are remembered, as in _answer
+        qs = qset.qs
         t1 = time.perf_counter()
         cal = Calibration(agent.temperature, agent.temperature_by_options, agent.lang_temperatures, agent.binning_map)
-        heads = [build_head(tok, q, head_max_len) for q in qs]
-        plans = [DecodePlan(q, cal, None) for q in qs]
+        heads = qset.heads(tok, head_max_len)
+        plans = qset.plans(cal, None)
         t2 = time.perf_counter()
         state_ids = encode_many(tok, [scrub_mask(tok, text) for text in texts])  # one Rust call, like _answer
         t3 = time.perf_counter()

@@ -278,7 +278,10 @@ class Agent(Predictor):
             tensors = tuple(t.to(device, non_blocking=True) for t in batch.tensors())
         if self._compiled and on_cuda:  # some Inductor SDPA versions specialise on L mod 8
             tensors = pad_tokens_to(tensors, 8, self.tok.pad_token_id)
-        with torch.no_grad():
+        # torch.no_grad() as two calls: its context manager runs five Python frames on every request
+        grad_was = torch.is_grad_enabled()
+        torch.set_grad_enabled(False)
+        try:
             # Autocast is never entered when off: entering it on some devices raises even if disabled.
             if dtype != torch.float32:
                 try:
@@ -296,6 +299,8 @@ class Agent(Predictor):
                         self._amp_failures = 0
             else:
                 logits, act_logits = self._call_model(tensors, on_cuda)
+        finally:
+            torch.set_grad_enabled(grad_was)
         return host_array(logits), act_probabilities(act_logits)
 
     def _amp_failed(self, error: BaseException) -> None:

@@ -128,7 +128,10 @@ class Calibration:
 
     def temperature_for(self, qtype: int, k: int, lang: str | None) -> tuple[float, bool]:
         """(T, whether a language table was used)."""
-        bucket = temp_bucket(qtype, k)
+        return self.bucket_temperature(temp_bucket(qtype, k), qtype, lang)
+
+    def bucket_temperature(self, bucket: str, qtype: int, lang: str | None) -> tuple[float, bool]:
+        """`temperature_for` with the question's bucket at hand."""
         if lang:
             table = self.lang_temperatures.get(primary_subtag(lang))
             if table is not None:
@@ -136,25 +139,32 @@ class Calibration:
         return self.temperature_by_options.get(bucket, self.temperature[qtype]), False
 
 
+def plan_shape(q: Question) -> tuple:
+    """The part of a question's DecodePlan that depends on the question alone: (k, kind, qtype id, labels,
+    option order, ln k, probability keys, legend, temperature bucket). A cached question set keeps it, so a
+    call only adds its calibration."""
+    k = q.k
+    if q.qtype == "score":
+        keys = tuple(str(i) for i in range(k))
+        legend = tuple(zip(keys, q.legend))
+    else:
+        keys, legend = q.labels, None
+    return (k, q.qtype, q.qtype_id, q.labels, q.option_order, math.log(k) if k >= 2 else None, keys, legend,
+            temp_bucket(q.qtype_id, k))
+
+
 class DecodePlan:
-    """What decoding one question needs, worked out once per call instead of once per answer."""
+    """What decoding one question needs, worked out once per call instead of once per answer;
+    `shape` = plan_shape(q) when the caller has it."""
 
     __slots__ = ("k", "t", "kind", "labels", "order", "log_k", "bucket", "binning", "keys", "legend")
 
-    def __init__(self, q: Question, cal: Calibration, lang: str | None):
-        k = self.k = q.k
-        self.t, lang_used = cal.temperature_for(q.qtype_id, k, lang)
-        self.kind = q.qtype
-        self.labels = q.labels
-        self.order = q.option_order
-        self.log_k = math.log(k) if k >= 2 else None
+    def __init__(self, q: Question, cal: Calibration, lang: str | None, shape: tuple | None = None):
+        (self.k, self.kind, qtype_id, self.labels, self.order, self.log_k, self.keys, self.legend,
+         bucket) = shape or plan_shape(q)
+        self.t, lang_used = cal.bucket_temperature(bucket, qtype_id, lang)
         self.binning = cal.binning_map if cal.binning_map and not lang_used else None
-        self.bucket = temp_bucket(q.qtype_id, k) if self.binning is not None else None
-        if q.qtype == "score":
-            self.keys = tuple(str(i) for i in range(k))
-            self.legend = tuple(zip(self.keys, q.legend))
-        else:
-            self.keys, self.legend = q.labels, None
+        self.bucket = bucket if self.binning is not None else None
 
 
 def decode_planned(plan: DecodePlan, logits_row: Any, act_prob: Any) -> dict:

@@ -18,27 +18,46 @@ import numpy as np
 
 from . import hooks as hooks_mod
 from .answers import (Calibration, DecodePlan, apply_min_confidence, check_min_confidence, clamp_temperatures,
-                      decode_planned)
+                      decode_planned, plan_shape)
 from .calibration import TEMPERATURE_KEYS, read_calibration, write_calibration
 from .hooks import HookRegistry, PredictContext
 from .questions import Question, check_questions, keeps_tail, render_state
-from .sequence import (DEFAULT_HEAD_MAX_LEN, Batch, Row, build_head, collate, encode, encode_many, row_for, scrub_mask,
-                       tokenizer_view)
+from .sequence import (DEFAULT_HEAD_MAX_LEN, Batch, Row, build_head, build_heads, collate, encode, encode_many, row_for,
+                       scrub_mask, tokenizer_view)
 from .structured import StructuredDecisions
 
 DEFAULT_MAX_LEN = 512
 QUESTION_CACHE_SIZE = 1024  # validated question sets remembered process-wide (agents ask the same ones again)
 
-_checked: dict = {}  # marshal bytes of a question dict -> its validated Questions (insertion order = age)
+_checked: dict = {}  # marshal bytes of a question dict -> its QuestionSet (insertion order = age)
 _checked_lock = threading.Lock()
 
 
-def checked_questions(questions: Any) -> list[Question]:
-    """`check_questions`, remembered for question dicts made of plain built-in data.
+class QuestionSet:
+    """A validated question dict and what the request path derives from its questions alone: each
+    question's decoding shape, and (via `heads`) its token head per tokenizer and head_max_len. Remembered
+    per distinct dict by `question_set`: agents ask the same questions about many states."""
+
+    __slots__ = ("key", "qs", "shapes")
+
+    def __init__(self, key: bytes | None, qs: list[Question]):
+        self.key = key  # the dict's marshal bytes: equal keys, equal questions; None = not remembered
+        self.qs = tuple(qs)  # Questions are frozen: safe to share between calls
+        self.shapes = tuple(plan_shape(q) for q in qs)
+
+    def heads(self, tok: Any, head_max_len: int) -> tuple:
+        return build_heads(tok, self.qs, head_max_len, self.key)
+
+    def plans(self, cal: Calibration, lang: str | None) -> list[DecodePlan]:
+        return [DecodePlan(q, cal, lang, shape) for q, shape in zip(self.qs, self.shapes)]
+
+
+def question_set(questions: Any) -> QuestionSet:
+    """`check_questions` as a QuestionSet, remembered for question dicts made of plain built-in data.
 
     The key is the dict's `marshal` serialisation: it takes only exact built-in types (a subclass or any
     other object raises, and such a dict is validated afresh every time), keeps key order, and tells
-    True/1/1.0 and 0.0/-0.0 apart, so equal keys mean the same validated questions. Questions are frozen.
+    True/1/1.0 and 0.0/-0.0 apart, so equal keys mean the same validated questions.
     """
     if type(questions) is dict:
         try:
@@ -46,15 +65,20 @@ def checked_questions(questions: Any) -> list[Question]:
         except Exception:  # noqa: BLE001 - not plain data: no key, validate as usual
             key = None
         if key is not None:
-            qs = _checked.get(key)
-            if qs is None:
-                qs = tuple(check_questions(questions))  # invalid questions raise here and are not remembered
+            qset = _checked.get(key)
+            if qset is None:
+                qset = QuestionSet(key, check_questions(questions))  # invalid questions raise: not remembered
                 with _checked_lock:
-                    _checked[key] = qs
+                    _checked[key] = qset
                     while len(_checked) > QUESTION_CACHE_SIZE:
                         del _checked[next(iter(_checked))]
-            return list(qs)
-    return check_questions(questions)
+            return qset
+    return QuestionSet(None, check_questions(questions))
+
+
+def checked_questions(questions: Any) -> list[Question]:
+    """`check_questions`, remembered like `question_set`."""
+    return list(question_set(questions).qs)
 
 
 def positive_int(value: Any, name: str) -> int:
@@ -197,7 +221,8 @@ class Predictor(HookRegistry, StructuredDecisions):
         if any(s is None for s in states):
             raise TypeError("states must not contain None; pass a str, dict or list per state")
         texts = [render_state(s) for s in states]
-        qs = checked_questions(questions)
+        qset = question_set(questions)
+        qs = qset.qs
         if not states:
             return []
         if not qs:
@@ -216,9 +241,9 @@ class Predictor(HookRegistry, StructuredDecisions):
         tok = self.tok
         view = tokenizer_view(tok)
         mask = view.mask_token
-        # Per question, once per call: its head (from the tokenizer's cache) and how its answers decode.
-        heads = [build_head(tok, q, head_max_len) for q in qs]
-        plans = [DecodePlan(q, cal, lang) for q in qs]
+        # Per question, once per call: its head and how its answers decode (both mostly from the cached set).
+        heads = qset.heads(tok, head_max_len)
+        plans = qset.plans(cal, lang)
         k = len(qs)
         results: list[dict | None] = [None] * len(states)
         n = len(states)

@@ -52,18 +52,27 @@ class TokenizerView:
             self.ascii = AsciiWordPiece.for_backend(self.backend)
         self.tok = weakref.ref(tok)
         self.heads: OrderedDict = OrderedDict()  # (question, head_max_len) -> Head, least recent first
+        self.head_sets: dict = {}  # (question-set key, head_max_len) -> tuple of Heads (insertion order = age)
 
 
 _views: "weakref.WeakKeyDictionary[Any, TokenizerView]" = weakref.WeakKeyDictionary()
+# The view asked for last: a request asks for its tokenizer's view several times, and a WeakKeyDictionary
+# lookup builds a weak reference each time. (The view refers to its tokenizer weakly: nothing kept alive.)
+_last_view: TokenizerView | None = None
 
 
 def tokenizer_view(tok: Any) -> TokenizerView:
+    global _last_view
+    view = _last_view
+    if view is not None and view.tok() is tok and tok is not None:
+        return view
     view = _views.get(tok)
     if view is None:
         with TOKENIZER_LOCK:
             view = _views.get(tok)
             if view is None:
                 view = _views[tok] = TokenizerView(tok)
+    _last_view = view
     return view
 
 
@@ -145,6 +154,23 @@ def build_head(tok: Any, q: Question, head_max_len: int) -> Head:
         while len(view.heads) > HEAD_CACHE_SIZE:
             view.heads.popitem(last=False)
     return head
+
+
+def build_heads(tok: Any, qs: Any, head_max_len: int, key: bytes | None = None) -> tuple[Head, ...]:
+    """`build_head` for each question. With `key` -- bytes that determine the questions' content in full
+    (laya.pipeline's marshal key of the question dict) -- the tuple is remembered per tokenizer and
+    head_max_len: one lookup per call instead of hashing and comparing every question."""
+    if key is None:
+        return tuple(build_head(tok, q, head_max_len) for q in qs)
+    view = tokenizer_view(tok)
+    heads = view.head_sets.get((key, head_max_len))
+    if heads is None:
+        heads = tuple(build_head(tok, q, head_max_len) for q in qs)
+        with TOKENIZER_LOCK:
+            view.head_sets[(key, head_max_len)] = heads
+            while len(view.head_sets) > HEAD_CACHE_SIZE:
+                del view.head_sets[next(iter(view.head_sets))]
+    return heads
 
 
 def frozen_array(values: list[int]) -> np.ndarray:

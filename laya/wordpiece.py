@@ -79,13 +79,15 @@ class AsciiWordPiece:
             # and CR already spaces); encode() checks the raw text, so such tokenizers get no fast path.
             if "" in added or any(any(c.isspace() for c in token) for token in added):
                 return None
-            return cls(vocab, vocab[unk], prefix, max_chars, lowercase, tuple(added))
+            return cls(compact_vocab(vocab), vocab[unk], prefix, max_chars, lowercase, tuple(added))
         except Exception:  # noqa: BLE001 - an unexpected layout: no fast path, Rust does everything
             return None
 
     def encode(self, text: str) -> list[int] | None:
         """The ids `Tokenizer.encode(text, add_special_tokens=False)` gives, or None when not covered."""
-        if _NOT_COVERED.search(text) is not None:
+        # isascii is a flag check and isprintable one C loop: only texts with tabs, newlines or other
+        # control characters need the regex
+        if not text.isascii() or (not text.isprintable() and _NOT_COVERED.search(text) is not None):
             return None
         lowered = text.lower()
         for token in self.added:  # an added token would be split out first: leave such text to Rust
@@ -111,6 +113,17 @@ class AsciiWordPiece:
             else:
                 append_pieces(ids, word, get, self.prefix, self.unk_id)
             done = miss + 1
+
+
+def compact_vocab(vocab: dict) -> dict:
+    """The same {piece: id} mapping, rebuilt in id order from fresh strings and ints.
+
+    `get_vocab` hands back a dict in hash-map order whose keys and values lie scattered over the heap, so
+    every word a text looks up touches its own memory pages. WordPiece vocabularies list the frequent pieces
+    first: rebuilt in id order, those entries, key strings and id objects sit together, and a request that
+    runs with caches emptied by the model's forward misses on far fewer pages."""
+    ids = list(range(max(vocab.values(), default=-1) + 1))  # fresh ints, allocated in order
+    return {piece.encode().decode(): ids[i] for piece, i in sorted(vocab.items(), key=lambda item: item[1])}
 
 
 def append_pieces(ids: list[int], word: str, get: Any, prefix: str, unk_id: int) -> None:
