@@ -116,7 +116,7 @@ class Agent(Predictor):
         self.model_dir = model_dir
         verify_digests(model_dir, expected_sha256 if expected_sha256 is not None else parse_digest_env(model_id_or_path))
         self.cfg = load_config(model_dir)  # the tokenizer fix-up happens on a private copy at tokenizer load
-        self.parallel_options = False
+        self.parallel_options = self.cfg.get("option_layout") == "parallel"  # spec 3.9: eager forward only
         if not os.path.isfile(os.path.join(model_dir, "model.safetensors")):
             raise FileNotFoundError(f"Incompatible model: {model_dir} has no 'model.safetensors'")
         self.device = resolve_device(device)
@@ -127,7 +127,10 @@ class Agent(Predictor):
         self.model.encoder.config.reference_compile = bool(compile)
         self._compiled = False  # legacy compile=True: self.model is the torch.compile wrapper
         self.compile_mode = compile_mode
-        if compile and not fast:
+        if compile and self.parallel_options:
+            warnings.warn("laya: compile=True is ignored: this checkpoint uses the parallel option layout, which "
+                          "only the eager forward runs", RuntimeWarning, stacklevel=2)
+        elif compile and not fast:
             check_compile_mode(compile_mode)
             self.model = compile_model(self.model, **({"mode": compile_mode} if compile_mode != "default" else {}))
             self._compiled = True
@@ -272,10 +275,16 @@ class Agent(Predictor):
         device = self.device
         dtype = self.dtype_for(rows)
         on_cuda = device.type == "cuda"
+        parallel = batch.position_ids is not None
+        if parallel and (self._compiled or (self._backend is not None and self._backend.name != "eager")):
+            where = "compile=True" if self._compiled else f"the {self._backend.name} backend"
+            raise ValueError(f"a parallel-layout batch cannot run on {where}; only the eager backend runs the "
+                             "parallel option layout: set_backend('eager')")
+        layout = (batch.position_ids, batch.option_ids) if parallel else ()
         if device.type == "cpu":  # collated on the host already: .to() would hand back the same tensors
-            tensors = batch.tensors()
+            tensors = (*batch.tensors(), *layout)
         else:
-            tensors = tuple(t.to(device, non_blocking=True) for t in batch.tensors())
+            tensors = tuple(t.to(device, non_blocking=True) for t in (*batch.tensors(), *layout))
         if self._compiled and on_cuda:  # some Inductor SDPA versions specialise on L mod 8
             tensors = pad_tokens_to(tensors, 8, self.tok.pad_token_id)
         # torch.no_grad() as two calls: its context manager runs five Python frames on every request
@@ -317,6 +326,8 @@ class Agent(Predictor):
     def _call_model(self, tensors: tuple, on_cuda: bool) -> tuple:
         if self._compiled:
             return run_compiled(self.model, tensors, on_cuda, mark_steps=self.compile_mode == "reduce-overhead")
+        if len(tensors) > 5:  # the parallel layout's position_ids and option_ids (eager only, checked above)
+            return self.model(*tensors[:5], position_ids=tensors[5], option_ids=tensors[6])
         return self.model(*tensors)
 
     def _infer(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:

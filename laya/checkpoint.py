@@ -18,13 +18,13 @@ import threading
 import warnings
 from typing import Any
 
+from .parallel_layout import check_layout
 from .registry import CONFIG_FILE
 from .revisions import resolve_revision
 
 WEIGHTS_FILE = "model.safetensors"
 REQUIRED_CONFIG_KEYS = ("encoder", "head_layers")
 REQUIRED_PREFIXES = ("encoder.", "type_emb.", "scorer.", "act_head.")
-OPTION_LAYOUTS = ("sequential", "parallel")
 MAX_LISTED_MISMATCHES = 5
 
 
@@ -120,12 +120,7 @@ def load_config(model_dir: str) -> dict:
     missing = [k for k in REQUIRED_CONFIG_KEYS if k not in cfg]
     if missing:
         raise ValueError(f"Incompatible model: {path} lacks required keys {missing}")
-    layout = cfg.get("option_layout", "sequential")
-    if layout not in OPTION_LAYOUTS:
-        raise ValueError(f"option_layout {layout!r} in {path} is not supported; use 'sequential' or 'parallel'")
-    if layout == "parallel":
-        raise RuntimeError("option_layout 'parallel' is not supported by this build of laya; "
-                           "use a checkpoint with the sequential layout")
+    check_layout(cfg.get("option_layout"), path)
     return cfg
 
 

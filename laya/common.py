@@ -62,13 +62,16 @@ def build_sequence(tok: Any, q: Any, state: Any, max_len: int, head_max_len: int
     return sequence.build_row(tok, _question(q), state_ids, keeps_tail(state), max_len, _head_max_len(head_max_len))
 
 
-def collate_items(rows: list, pad_id: int) -> dict:
+def collate_items(rows: list, pad_id: int, parallel: bool = False) -> dict:
     """Right-padded batch tensors of rows in (state, question) order: input_ids, attention_mask,
-    marker_pos, marker_mask, qtype."""
+    marker_pos, marker_mask, qtype; with `parallel` (spec 3.9) also position_ids and option_ids."""
     from . import sequence
 
-    batch = sequence.collate(rows, pad_id)
-    return dict(zip(("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"), batch.tensors()))
+    batch = sequence.collate(rows, pad_id, parallel)
+    items = dict(zip(("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"), batch.tensors()))
+    if parallel:
+        items.update(position_ids=batch.position_ids, option_ids=batch.option_ids)
+    return items
 
 
 def __getattr__(name: str):

@@ -17,6 +17,7 @@ import numpy as np
 from .answers import clamp_temperatures, resolve_lang_temperatures
 from .checkpoint import file_sha256, load_config, load_tokenizer, parse_digest_env, resolve_checkpoint_dir, \
     verify_digests
+from .parallel_layout import eager_only
 from .pipeline import Predictor
 from .registry import BUNDLE_REPO
 from .sequence import Batch
@@ -143,7 +144,8 @@ class ONNXAgent(Predictor):
         self.model_dir = model_dir
         digests, graph_digest = split_digests(expected_sha256 if expected_sha256 is not None else parse_digest_env(model_id_or_path))
         verify_digests(model_dir, digests)
-        self.cfg = load_config(model_dir)  # refuses option layouts other than sequential
+        self.cfg = load_config(model_dir)
+        eager_only(self.cfg.get("option_layout") == "parallel", "the ONNX agent")
         self.onnx_path = find_graph("laya.onnx" if onnx_path is None else onnx_path, model_dir)
         if graph_digest is not None:
             got = file_sha256(self.onnx_path)

@@ -68,3 +68,10 @@ def check_layout(layout: Any, where: str) -> str:
             raise RuntimeError(f"option_layout 'parallel' ({where}) needs transformers >= 5 (per-layer attention "
                                f"masks); this environment has {transformers.__version__}: upgrade transformers")
     return layout
+
+
+def eager_only(parallel: bool, what: str) -> None:
+    """Only the eager forward runs the parallel layout (its masks are rows x L x L, its positions per row)."""
+    if parallel:
+        raise ValueError(f"this checkpoint uses option_layout 'parallel', which only the eager backend runs; "
+                         f"{what} needs a checkpoint with the sequential layout (or use backend='eager')")

@@ -128,6 +128,7 @@ class Predictor(HookRegistry, StructuredDecisions):
     binning_map: dict | None
     model_id_or_path: Any
     subfolder: str | None
+    parallel_options = False  # the parallel option layout (spec 3.9): Agent only, eager forward only
 
     def _infer(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -265,7 +266,7 @@ class Predictor(HookRegistry, StructuredDecisions):
                 for c in range(0, len(idx), chunk):
                     part = idx[c:c + chunk]
                     rows = [r for i in part for r in encoded[i][1]]
-                    logits, act = self._infer(collate(rows, view.pad_id))
+                    logits, act = self._infer(collate(rows, view.pad_id, self.parallel_options))
                     logits = logits.tolist()  # plain floats: decoding is per element
                     if not isinstance(act, list):
                         act = act.tolist()

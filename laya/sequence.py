@@ -245,13 +245,18 @@ class Batch:
     marker_mask: torch.Tensor  # [N, K] bool
     qtype: torch.Tensor  # [N] int64
     rows: list[Row]
+    # The parallel option layout only (spec 3.9; eager forward): [N, L] int64, 0 on pads. Not part of
+    # tensors(), the five-tensor backend contract.
+    position_ids: torch.Tensor | None = None
+    option_ids: torch.Tensor | None = None
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         return self.input_ids, self.attention_mask, self.marker_pos, self.marker_mask, self.qtype
 
 
-def collate(rows: list[Row], pad_id: int) -> Batch:
-    """Right-pad rows into one batch (rows in (state, question) order)."""
+def collate(rows: list[Row], pad_id: int, parallel: bool = False) -> Batch:
+    """Right-pad rows into one batch (rows in (state, question) order); `parallel` adds the parallel
+    option layout's position and option ids (laya.parallel_layout)."""
     n = len(rows)
     width = max(len(r.ids) for r in rows)
     k = max(len(r.markers) for r in rows)
@@ -282,8 +287,21 @@ def collate(rows: list[Row], pad_id: int) -> Batch:
         attention_mask[i, :length] = 1
         marker_mask[i, :len(markers)] = True
     qtype = np.fromiter((r.qtype for r in rows), dtype=np.int64, count=n)
-    return Batch(torch.from_numpy(input_ids), torch.from_numpy(attention_mask), torch.from_numpy(marker_pos),
-                 torch.from_numpy(marker_mask), torch.from_numpy(qtype), rows)
+    batch = Batch(torch.from_numpy(input_ids), torch.from_numpy(attention_mask), torch.from_numpy(marker_pos),
+                  torch.from_numpy(marker_mask), torch.from_numpy(qtype), rows)
+    if parallel:
+        batch.position_ids, batch.option_ids = parallel_ids(rows, width)
+    return batch
+
+
+def parallel_ids(rows: list[Row], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """[N, width] position and option ids of the parallel layout, zeros on the pads."""
+    from .parallel_layout import row_positions
+
+    ids = np.zeros((2, len(rows), width), dtype=np.int64)
+    for i, r in enumerate(rows):
+        ids[0, i, :len(r.ids)], ids[1, i, :len(r.ids)] = row_positions(len(r.ids), len(r.head.ids), r.markers)
+    return torch.from_numpy(ids[0]), torch.from_numpy(ids[1])
 
 
 def pad_tokens_to(tensors: tuple, multiple: int, pad_id: int) -> tuple:

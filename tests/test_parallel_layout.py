@@ -121,3 +121,108 @@ def test_parallel_inputs_need_a_modernbert_encoder_and_both_tensors(tiny_checkpo
             agent.model.parallel_inputs(attn, torch.arange(5)[None], torch.zeros(1, 5, dtype=torch.long))
     finally:
         agent.model.encoder.config.model_type = "modernbert"
+
+
+@pytest.fixture(scope="module")
+def parallel_checkpoint(tiny_checkpoint, tmp_path_factory) -> str:
+    """The tiny checkpoint with `option_layout: "parallel"` in its config (same weights)."""
+    out = str(tmp_path_factory.mktemp("parallel") / "tiny-parallel")
+    shutil.copytree(tiny_checkpoint, out)
+    path = os.path.join(out, "rl_agent_config.json")
+    cfg = json.load(open(path))
+    cfg["option_layout"] = "parallel"
+    json.dump(cfg, open(path, "w"))
+    return out
+
+
+TEAM = {"type": "choice", "instructions": "Which team handles this?",
+        "criteria": {"billing": "charges, refunds and invoices", "outage": "the service is down or slow",
+                     "account": "login, password, profile", "other": None}}
+
+
+def test_agent_answers_in_the_parallel_layout(parallel_checkpoint, tiny_checkpoint):
+    import laya
+
+    agent = laya.load(parallel_checkpoint, device="cpu")
+    assert agent.parallel_options and agent.backend == "eager"
+    state = "I was charged twice for my subscription this month and I cannot log in to fix it either."
+    answer = agent.predict(state, {"team": TEAM})["answers"]["team"]
+    moved = agent.predict(state, {"team": {**TEAM, "option_order": [2, 0, 3, 1]}})["answers"]["team"]
+    assert moved["probabilities"] == pytest.approx(answer["probabilities"], abs=2e-4)  # order does not matter
+    sequential = laya.load(tiny_checkpoint, device="cpu").predict(state, {"team": TEAM})["answers"]["team"]
+    assert sequential["probabilities"] != pytest.approx(answer["probabilities"], abs=1e-3)
+    # the agent's numbers are the model's on the hand-built parallel row
+    logits = parallel_logits(agent, TEAM, state)
+    probs = torch.softmax(logits / agent.temperature[0], -1).tolist()
+    assert list(answer["probabilities"].values()) == pytest.approx(probs, abs=1e-4)
+
+
+def test_parallel_batch_equals_single_predicts(parallel_checkpoint):
+    """Rows of different lengths padded into one batch: pads take no part (position and option ids 0)."""
+    import laya
+
+    agent = laya.load(parallel_checkpoint, device="cpu")
+    questions = {"team": TEAM, "urgent": {"type": "noul", "instructions": "Is it urgent?"},
+                 "severity": {"type": "score", "instructions": "How bad?", "criteria": ["minor", "major", "critical"]}}
+    states = ["refund please", "the whole site has been down for three hours and customers are furious " * 3,
+              {"message": "password reset link does not arrive", "tier": "gold"}]
+    batch = agent.predict_batch(states, questions)
+    for state, together in zip(states, batch):
+        alone = agent.predict(state, questions)
+        for qid in questions:
+            a, b = together["answers"][qid], alone["answers"][qid]
+            assert a.get("probabilities", a.get("noul")) == pytest.approx(b.get("probabilities", b.get("noul")),
+                                                                          abs=2e-4)
+        assert together["usage"] == alone["usage"]
+
+
+def test_parallel_layout_is_eager_only(parallel_checkpoint, monkeypatch):
+    import types
+
+    import laya
+    from laya.backends import BackendUnavailable
+    from laya.onnx_agent import ONNXAgent
+
+    agent = laya.load(parallel_checkpoint, device="cpu")
+    with pytest.raises(BackendUnavailable, match="parallel option layout"):
+        agent.set_backend("compile", strict=True)
+    with pytest.warns(RuntimeWarning, match="parallel option layout"):
+        assert agent.set_backend("compile") == "eager"
+    assert agent.predict("refund please", {"team": TEAM})["answers"]["team"]["choice"] in TEAM["criteria"]
+    # a parallel batch that reaches a non-eager forward is refused, never run sequentially
+    monkeypatch.setattr(agent, "_backend", types.SimpleNamespace(name="compile", max_len=None))
+    with pytest.raises(ValueError, match="parallel"):
+        agent.predict("refund please", {"team": TEAM})
+    monkeypatch.undo()
+    assert agent.predict("refund please", {"team": TEAM})["answers"]["team"]["choice"] in TEAM["criteria"]
+    with pytest.raises(ValueError, match="only the eager backend runs"):
+        ONNXAgent(parallel_checkpoint, onnx_path="laya.onnx")
+
+
+def test_training_refuses_a_parallel_checkpoint(parallel_checkpoint, tmp_path):
+    from laya.questions import check_question
+    from laya.train import TrainConfig, train
+    from laya.train.data import Example
+
+    q = check_question("urgent", {"type": "noul", "instructions": "Is it urgent?"})
+    examples = [Example("the site is down", q, np.array([0.0, 1.0], dtype=np.float32))] * 4
+    with pytest.raises(ValueError, match="option_layout 'parallel'"):
+        train(examples, base=parallel_checkpoint, out_dir=str(tmp_path / "run"), config=TrainConfig(max_steps=1))
+
+
+def test_collate_items_adds_the_parallel_ids_for_every_row(tiny_checkpoint):
+    import laya
+    from laya.common import build_sequence, collate_items
+
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    rows = [build_sequence(agent.tok, TEAM, state, 256, 96) for state in ("refund please", "word " * 30)]
+    plain = collate_items(rows, agent.tok.pad_token_id)
+    items = collate_items(rows, agent.tok.pad_token_id, parallel=True)
+    assert set(plain) == {"input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"}
+    assert set(items) == set(plain) | {"position_ids", "option_ids"}
+    for i, row in enumerate(rows):
+        positions, options = row_positions(len(row.ids), len(row.head.ids), row.markers)
+        assert items["position_ids"][i, :len(row.ids)].tolist() == positions.tolist()
+        assert items["option_ids"][i, :len(row.ids)].tolist() == options.tolist()
+        assert not items["position_ids"][i, len(row.ids):].any() and not items["option_ids"][i, len(row.ids):].any()
+    assert items["option_ids"].max() == 4 and len(rows[0].ids) < items["input_ids"].shape[1]  # row 0 is padded

@@ -67,6 +67,8 @@ def make_backend(name: str, agent: Any, **options: Any) -> Backend:
     name = normalise(name)
     if name == "auto":
         name = auto_policy(agent)
+    if getattr(agent, "parallel_options", False) and name != "eager":
+        raise BackendUnavailable("the checkpoint uses the parallel option layout, which only the eager backend runs")
     if name == "onnx":
         raise BackendUnavailable("onnx runs as its own agent class, not as a forward; "
                                  "use laya.load(..., backend='onnx', onnx_path=...)")

@@ -162,6 +162,9 @@ def init_model(base: str, seed: int = 0, max_len: int | None = None, head_max_le
     path = minilm_dir() if base == MINILM else base
     if os.path.isfile(os.path.join(path, "rl_agent_config.json")):
         cfg = load_config(path)
+        if cfg.get("option_layout") == "parallel":  # the loop collates sequential rows only
+            raise ValueError(f"{path} uses option_layout 'parallel'; laya.train fine-tunes sequential-layout "
+                             "checkpoints only: start from one with option_layout 'sequential'")
         tok = load_tokenizer(path, cfg["encoder"])
         model = build_model(cfg, os.path.join(path, "encoder"), pretrained=False)
         load_weights(model, path)
