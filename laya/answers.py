@@ -247,6 +247,13 @@ def unit_interval(value: Any, name: str) -> float:
     return float(value)
 
 
+def positive_int(value: Any, name: str) -> int:
+    """`value` when it is an int >= 1 (bools refused), else a ValueError naming `name`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
 def answer_bucket(answer: dict) -> str:
     k = 2 if answer["type"] == "noul" else len(answer.get("probabilities", {}))
     return temp_bucket(answer["type"], k)

@@ -20,7 +20,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from .answers import unit_interval
+from .answers import positive_int, unit_interval
 
 EVENTS = ("on_predict_start", "on_predict_end", "on_route", "on_load", "on_evict", "on_error")
 
@@ -414,9 +414,8 @@ class OptionStabilityHook(PredictHook):
         if self.escalate > self.accept:
             raise ValueError(f"escalate ({escalate}) must not exceed accept ({accept}): agreement >= accept "
                              "accepts, agreement < escalate escalates, anything between is reviewed")
-        for value, name in ((n_shuffles, "n_shuffles"), (rename_max_options, "rename_max_options")):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        positive_int(n_shuffles, "n_shuffles")
+        positive_int(rename_max_options, "rename_max_options")
         if variants not in STABILITY_VARIANTS:
             raise ValueError(f"variants must be one of {', '.join(map(repr, STABILITY_VARIANTS))}, got {variants!r}")
         if variants == "rename" and not relabel:

@@ -22,7 +22,7 @@ import warnings
 from typing import Any
 
 from .hooks import as_hooks
-from .pipeline import positive_int
+from .answers import positive_int
 from .questions import render_state
 from .sequence import encode, scrub_mask, state_room, tokenizer_view
 

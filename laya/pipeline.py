@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import hooks as hooks_mod
+from .answers import positive_int
 from .answers import (Calibration, DecodePlan, apply_min_confidence, check_min_confidence, clamp_temperatures,
                       decode_planned, plan_shape)
 from .calibration import TEMPERATURE_KEYS, read_calibration, write_calibration
@@ -80,11 +81,6 @@ def checked_questions(questions: Any) -> list[Question]:
     """`check_questions`, remembered like `question_set`."""
     return list(question_set(questions).qs)
 
-
-def positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 def _check_records(records: Any) -> list:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from . import hooks as hooks_mod
 from . import lang as lang_mod
+from .answers import positive_int
 from .hooks import HookRegistry, PredictContext
 from .registry import ALIASES, BUNDLE_REPO, DEFAULT_MODELS, resolve_model_spec  # noqa: F401 - public here (§1.5)
 from .structured import StructuredDecisions
@@ -653,9 +654,8 @@ class Router(HookRegistry, StructuredDecisions):
         """One agent call for a group. Hooks already ran here, so the agent's own predict hooks are bypassed
         when it offers the shared request path (Predictor._answer); other agents get a plain predict_batch."""
         if callable(getattr(agent, "_answer", None)):
-            if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                           or batch_size < 1):
-                raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+            if batch_size is not None:
+                positive_int(batch_size, "batch_size")
             return agent._answer(states, questions, batch_size, lang, max_len, head_max_len, sort_by_length,
                                  min_confidence)
         return agent.predict_batch(states, questions, batch_size=batch_size, lang=lang, max_len=max_len,
