@@ -123,6 +123,9 @@ class Agent(Predictor):
         self.tok = load_tokenizer(model_dir, self.cfg["encoder"])
         encoder_dir = os.path.join(model_dir, "encoder")
         self.model = build_model(self.cfg, encoder_dir if os.path.isdir(encoder_dir) else None, pretrained=False)
+        if self.parallel_options and getattr(self.model.encoder.config, "model_type", None) != "modernbert":
+            raise ValueError(f"{model_dir} uses option_layout 'parallel', which needs a ModernBERT encoder; this one is "
+                             f"{getattr(self.model.encoder.config, 'model_type', None)!r}")
         load_weights(self.model, model_dir)
         self.model.encoder.config.reference_compile = bool(compile)
         self._compiled = False  # legacy compile=True: self.model is the torch.compile wrapper

@@ -43,17 +43,27 @@ def row_positions(length: int, head_len: int, markers: Any) -> tuple[np.ndarray,
 def parallel_masks(attention_mask: Any, position_ids: Any, option_ids: Any, sliding_window: int | None) -> dict:
     """ModernBERT's per-layer-type masks {"full_attention", "sliding_attention"}: [N, 1, L, L] bool,
     True = may attend. Pad keys are masked; pad queries keep the real keys (no all-masked row).
-    Arguments are [N, L] torch tensors (this module itself stays torch-free)."""
-    key = attention_mask.bool()[:, None, :]  # [N, 1, L]
-    mine, theirs = option_ids[:, :, None], option_ids[:, None, :]
-    full = key & ((mine == 0) | (theirs == 0) | (mine == theirs))  # [N, L, L]
+    Arguments are [N, L] torch tensors."""
+    import torch  # only the model calls this; importing the module stays torch-free
+
+    # Built in place from 16-bit ids: the [N, L, L] intermediates are what a big batch pays for (int64
+    # temporaries cost ~8x the masks themselves).
+    options = option_ids.to(torch.int16)
+    mine, theirs = options[:, :, None], options[:, None, :]
+    full = mine == theirs  # [N, L, L]
+    full |= mine == 0
+    full |= theirs == 0
+    full &= attention_mask.bool()[:, None, :]
     masks = {"full_attention": full[:, None]}
-    if sliding_window is not None:
-        gap = (position_ids[:, :, None] - position_ids[:, None, :]).abs()
-        masks["sliding_attention"] = (full & (gap <= sliding_window))[:, None]
-    else:
+    if sliding_window is None:
         masks["sliding_attention"] = masks["full_attention"]
+        return masks
+    positions = position_ids.to(options.dtype)  # positions < max_len <= 8192: differences fit in 16 bits
+    sliding = (positions[:, :, None] - positions[:, None, :]).abs_() <= sliding_window
+    sliding &= full
+    masks["sliding_attention"] = sliding[:, None]
     return masks
+
 
 
 def check_layout(layout: Any, where: str) -> str:

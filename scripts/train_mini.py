@@ -331,8 +331,9 @@ def run_eval(run_dir: str, data_dir: str, out_dir: str, device: str = "cpu") -> 
     log = [json.loads(line) for line in open(os.path.join(run_dir, "train_log.jsonl"), encoding="utf-8")]
     curve_every = max(1, len(log) // 100)
     # Where the run trained (its own config), not where this evaluation runs.
-    trained_on = cfg["training"]["laya_train"]["config"].get("device", device)
-    where = "GPU, bf16 autocast" if str(trained_on).startswith("cuda") else "CPU, fp32"
+    trained_on = str(cfg["training"]["laya_train"]["config"].get("device", device))
+    where = {"cuda": "GPU, bf16 autocast", "cpu": "CPU, fp32"}.get(trained_on.split(":")[0],
+                                                                   f"device {trained_on!r} (as configured)")
     train_report = {"what": f"laya-mini training run ({where})", "base": "all-MiniLM-L6-v2",
                     "data": data_note(data_dir),
                     "laya_train": cfg["training"]["laya_train"],

@@ -50,6 +50,17 @@ def test_masks_hide_other_options_and_pads_and_apply_the_window_on_positions():
     assert (sliding <= full).all()
     gap = (pos[0][:, None] - pos[0][None, :]).abs()
     assert torch.equal(sliding, full & (gap <= 2))
+    # against an element-by-element reference on random ids
+    g = torch.Generator().manual_seed(0)
+    r_attn = (torch.rand(3, 23, generator=g) > 0.2).long()
+    r_pos, r_opt = torch.randint(0, 30, (3, 23), generator=g), torch.randint(0, 4, (3, 23), generator=g)
+    got = parallel_masks(r_attn, r_pos, r_opt, sliding_window=5)
+    for n in range(3):
+        for i in range(23):
+            for j in range(23):
+                ok = bool(r_attn[n, j]) and (r_opt[n, i] == 0 or r_opt[n, j] == 0 or r_opt[n, i] == r_opt[n, j])
+                assert bool(got["full_attention"][n, 0, i, j]) == ok
+                assert bool(got["sliding_attention"][n, 0, i, j]) == (ok and abs(int(r_pos[n, i] - r_pos[n, j])) <= 5)
 
 
 def test_check_layout():
@@ -208,6 +219,25 @@ def test_training_refuses_a_parallel_checkpoint(parallel_checkpoint, tmp_path):
     examples = [Example("the site is down", q, np.array([0.0, 1.0], dtype=np.float32))] * 4
     with pytest.raises(ValueError, match="option_layout 'parallel'"):
         train(examples, base=parallel_checkpoint, out_dir=str(tmp_path / "run"), config=TrainConfig(max_steps=1))
+    import laya
+    from laya.train.loop import predict_logits
+
+    agent = laya.load(parallel_checkpoint, device="cpu")  # scoring it with the training code: refused too
+    with pytest.raises(ValueError, match="option_layout 'parallel'"):
+        predict_logits(agent.model, agent.tok, examples, agent.cfg)
+
+
+def test_a_parallel_checkpoint_needs_a_modernbert_encoder(parallel_checkpoint, tmp_path):
+    import laya
+
+    bert = str(tmp_path / "bert-parallel")
+    shutil.copytree(parallel_checkpoint, bert)
+    path = os.path.join(bert, "encoder", "config.json")
+    config = json.load(open(path))
+    config["model_type"] = "bert"
+    json.dump(config, open(path, "w"))
+    with pytest.raises(ValueError, match="needs a ModernBERT encoder"):
+        laya.load(bert, device="cpu")
 
 
 def test_collate_items_adds_the_parallel_ids_for_every_row(tiny_checkpoint):

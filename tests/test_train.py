@@ -471,6 +471,8 @@ def test_td_lambda_targets_by_hand():
     ({"ep_group": [0, 0]}, 1.0, "'ep_step'"),
     ({"ep_group": [0], "ep_step": [0]}, 1.0, "2 values but 1 ep_group"),
     ({"ep_group": [0, 0], "ep_step": [0, 1]}, 1.5, "got 1.5"),
+    ({"ep_group": [0, 0], "ep_step": [0, 1]}, True, "got True"),
+    ({"ep_group": [0, 0], "ep_step": [float("nan"), 1]}, 1.0, "row 0 has ep_group 0 and ep_step nan"),
 ])
 def test_td_lambda_targets_rejects_bad_input(batch, lam, words):
     from laya.common import td_lambda_targets

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -86,7 +87,7 @@ def td_lambda_targets(p_true: Any, batch: Any, lam: float = 1.0) -> torch.Tensor
     (Monte Carlo), lam = 0 the next turn's value (TD(0)). Returns a detached float tensor shaped like
     p_true; `batch` is a mapping or an object with `ep_group` and `ep_step`.
     """
-    if not (isinstance(lam, (int, float)) and 0.0 <= float(lam) <= 1.0):
+    if isinstance(lam, bool) or not (isinstance(lam, (int, float)) and 0.0 <= float(lam) <= 1.0):
         raise ValueError(f"td_lambda_targets: lam must be a number in [0, 1], got {lam!r}")
     values = torch.as_tensor(p_true).detach().float()
     flat = values.reshape(-1)
@@ -96,6 +97,9 @@ def td_lambda_targets(p_true: Any, batch: Any, lam: float = 1.0) -> torch.Tensor
                          "ep_step entries; give one of each per row")
     episodes: dict = {}
     for row, (group, step) in enumerate(zip(groups, steps)):
+        if not (math.isfinite(group) and math.isfinite(step)):
+            raise ValueError(f"td_lambda_targets: row {row} has ep_group {group!r} and ep_step {step!r}; both must "
+                             "be finite numbers")
         if group >= 0:
             episodes.setdefault(group, []).append((step, row))
     out = flat.clone()
