@@ -367,7 +367,9 @@ class FastLaya:
                 self._body(plan, slot)
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
+        # thread_local: other threads keep making CUDA calls outside the lock while a plan is captured
+        # (the host copy of lengths before it, decoding after it); the default "global" mode would fail them.
+        with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             out = self._body(plan, slot)
         slot.graph, slot.out = graph, out
         self.captures += 1

@@ -141,6 +141,34 @@ def test_concurrent_predicts_match_serial(fused):
         assert_same(serial[i % len(STATES)], result, tol=0.0)
 
 
+def test_concurrent_first_requests_while_plans_are_captured(tiny_checkpoint):
+    """Plans get captured mid-traffic (on their CAPTURE_AFTER-th run) while other threads copy lengths to
+    the host and decode: every answer still equals the serial one."""
+    agent = make_agent(tiny_checkpoint, torch.bfloat16, "tilelang")
+    batches = [STATES[i:i + 1 + i % 3] for i in range(len(STATES))]
+    results: dict = {}
+    errors: list = []
+
+    def worker(i):
+        try:
+            for r in range(fast_module.CAPTURE_AFTER + 1):
+                results[(i, r)] = agent.predict_batch(batches[(i + r) % len(batches)], QUESTIONS)
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert agent._fast.captures >= 1
+    for (i, r), got in results.items():
+        want = agent.predict_batch(batches[(i + r) % len(batches)], QUESTIONS)
+        for a, b in zip(want, got):
+            assert_same(a, b, tol=0.0)
+
+
 def test_request_longer_than_the_fast_path_is_refused(fused):
     with pytest.raises(ValueError, match=r"at most 256"):
         fused.predict("many words " * 400, QUESTIONS, max_len=1024)
