@@ -86,6 +86,7 @@ class DecisionModel(nn.Module):
                     child.to_empty(device=device)
         self.register_buffer("temperature", torch.ones(3))
         self.head_checkpointing = False
+        self.option_layout = "sequential"  # build_model sets the checkpoint's; only eager runs "parallel"
 
     def encode(self, input_ids, attention_mask, qtype, detach_encoder=False, encoder_mask=None, position_ids=None,
                option_ids=None):
@@ -199,8 +200,11 @@ def build_model(cfg: dict, encoder_dir: str | None = None, pretrained: bool = Tr
     head_layers = int(cfg.get("head_layers", 2))
     n_act = len(cfg.get("act_costs", {}) or {}) + 1
     if pretrained and not encoder_dir:
-        return DecisionModel(encoder, head_layers, n_act)
-    return DecisionModel(encoder, head_layers, n_act, no_init=True)  # no RNG or time spent on init
+        model = DecisionModel(encoder, head_layers, n_act)
+    else:
+        model = DecisionModel(encoder, head_layers, n_act, no_init=True)  # no RNG or time spent on init
+    model.option_layout = cfg.get("option_layout") or "sequential"  # exports refuse "parallel" (spec 3.9)
+    return model
 
 
 def init_weights(model: DecisionModel, seed: int, std: float = 0.02) -> None:

@@ -194,7 +194,6 @@ def timed(fn, args_list: list, device: str, groups: int, repeats: int, warmup: i
 
 def check(args: argparse.Namespace, results: dict) -> bool:
     import laya
-    from laya.parallel_layout import eager_only
     from laya.export import aoti
 
     device = results["device"]
@@ -216,7 +215,6 @@ def check(args: argparse.Namespace, results: dict) -> bool:
     else:
         results["model"] = os.path.abspath(model_dir)
     agent = laya.load(model_dir, device=device)
-    eager_only(agent.parallel_options, "an AOTInductor package")
     fp32_model = agent.model.eval()
     pad = agent.tok.pad_token_id
     max_len = min(int(agent.cfg.get("max_len", 512)), ranges.tokens[1])

@@ -34,10 +34,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import laya
     from laya.export import onnx as export
-    from laya.parallel_layout import eager_only
 
     agent = laya.load(args.model, device="cpu", subfolder=args.subfolder, revision=args.revision)
-    eager_only(agent.parallel_options, "an ONNX export")
     started = time.perf_counter()
     export.export_module(agent.model, args.output, opset=args.opset, exporter=args.exporter)
     print(f"wrote {args.output} ({os.path.getsize(args.output) / 1e6:.1f} MB, {args.exporter} exporter, "

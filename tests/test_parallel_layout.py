@@ -210,6 +210,20 @@ def test_parallel_layout_is_eager_only(parallel_checkpoint, monkeypatch):
         ONNXAgent(parallel_checkpoint, onnx_path="laya.onnx")
 
 
+def test_exports_refuse_a_parallel_model(parallel_checkpoint, tmp_path):
+    """The model carries its layout (build_model), so the library's exporters refuse it themselves."""
+    import laya
+    from laya.export import aoti, onnx as onnx_export
+
+    model = laya.load(parallel_checkpoint, device="cpu").model
+    assert model.option_layout == "parallel"
+    with pytest.raises(ValueError, match="an ONNX export needs a checkpoint with the sequential layout"):
+        onnx_export.export_module(model, str(tmp_path / "x.onnx"))
+    with pytest.raises(ValueError, match="an AOTInductor package needs a checkpoint with the sequential layout"):
+        aoti.build_package(model, str(tmp_path / "x.pt2"))
+    assert not os.listdir(tmp_path)  # nothing written
+
+
 def test_training_refuses_a_parallel_checkpoint(parallel_checkpoint, tmp_path):
     from laya.questions import check_question
     from laya.train import TrainConfig, train
