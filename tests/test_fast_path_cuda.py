@@ -8,6 +8,7 @@ autocast": its distance to fp32 is at most 1.5x stock's plus 2% of the logit sca
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 
 import numpy as np
@@ -147,22 +148,14 @@ def test_concurrent_first_requests_while_plans_are_captured(tiny_checkpoint):
     agent = make_agent(tiny_checkpoint, torch.bfloat16, "tilelang")
     batches = [STATES[i:i + 1 + i % 3] for i in range(len(STATES))]
     results: dict = {}
-    errors: list = []
 
     def worker(i):
-        try:
-            for r in range(fast_module.CAPTURE_AFTER + 1):
-                results[(i, r)] = agent.predict_batch(batches[(i + r) % len(batches)], QUESTIONS)
-        except Exception as e:  # noqa: BLE001 - collected and asserted below
-            errors.append(e)
+        for r in range(fast_module.CAPTURE_AFTER + 1):
+            results[(i, r)] = agent.predict_batch(batches[(i + r) % len(batches)], QUESTIONS)
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    assert agent._fast.captures >= 1
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        list(pool.map(worker, range(12)))  # re-raises a worker's exception here
+    assert len(results) == 12 * (fast_module.CAPTURE_AFTER + 1) and agent._fast.captures >= 1
     for (i, r), got in results.items():
         want = agent.predict_batch(batches[(i + r) % len(batches)], QUESTIONS)
         for a, b in zip(want, got):
