@@ -511,3 +511,25 @@ def test_shortlist_embedding_cache_lets_evicted_agents_go(tiny_checkpoint):
     gc.collect()
     assert first() is None, "the evicted agent is still referenced (embedding cache)"
     assert len(tools._embed_fns) == 1
+
+
+def _choice(k: int) -> dict:
+    return {"type": "choice", "instructions": "Which?", "criteria": [f"o{i}" for i in range(k)]}
+
+
+@pytest.mark.parametrize("questions, kwargs, words", [
+    ({"big": _choice(101)}, {}, "question 'big' has 101 options; the limit here is 100; use laya_tournament"),
+    ({"big": _choice(30)}, {"max_choice": 20}, "question 'big' has 30 options; the limit here is 20"),
+    ({"lv": {"type": "score", "instructions": "How?", "criteria": [str(i) for i in range(33)]}}, {},
+     "question 'lv' has 33 levels; the limit is 32"),
+    ({f"q{i}": _choice(100) for i in range(6)}, {}, "the questions have 600 options in all; the limit is 512"),
+])
+def test_question_size_limits_name_the_breach(questions, kwargs, words):
+    from laya.mcp.tools import ToolError, _questions
+
+    with pytest.raises(ToolError) as raised:
+        _questions(questions, **kwargs)
+    assert raised.value.code == "limit_exceeded" and raised.value.message.startswith(words)
+    if "max_choice" in kwargs:
+        assert "laya_tournament" not in raised.value.message
+    assert _questions({"ok": _choice(3)}) == {"ok": _choice(3)}  # within the limits: returned as given

@@ -33,7 +33,8 @@ from typing import Annotated, Any, Callable, Optional, Union
 from ..questions import check_questions, render_state
 from ..serve.config import ServeConfig, from_env
 from ..serve.schema import (MAX_BATCH_STATES, MAX_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS_TOURNAMENT, MAX_QUESTIONS,
-                            MAX_SCORE_LEVELS, MAX_STATE_CHARS, MAX_TOTAL_OPTIONS, ApiError, model_field)
+                            MAX_STATE_CHARS, MAX_TOTAL_OPTIONS, ApiError, limit_breach,
+                            model_field)
 
 log = logging.getLogger("laya.mcp")
 
@@ -162,19 +163,16 @@ def _questions(questions: Any, max_choice: int = MAX_CHOICE_OPTIONS, max_total: 
         qs = check_questions(questions)
     except (ValueError, TypeError) as e:
         raise ToolError("invalid_questions", str(e)) from None
-    total = 0
-    for q in qs:
-        if q.qtype == "choice" and q.k > max_choice:
-            hint = "; use laya_tournament or laya_shortlist for long option lists" if max_choice == MAX_CHOICE_OPTIONS \
-                else ""
-            raise ToolError("limit_exceeded", f"question '{q.qid}' has {q.k} options; the limit here is {max_choice}"
-                                              f"{hint}")
-        if q.qtype == "score" and q.k > MAX_SCORE_LEVELS:
-            raise ToolError("limit_exceeded", f"question '{q.qid}' has {q.k} levels; the limit is {MAX_SCORE_LEVELS}")
-        total += q.k
-    if max_total is not None and total > max_total:
-        raise ToolError("limit_exceeded", f"the questions have {total} options in all; the limit is {max_total}")
-    return questions
+    breach = limit_breach(qs, max_choice, max_total)
+    if breach is None:
+        return questions
+    what, q, count, limit = breach
+    if what == "options":
+        hint = "; use laya_tournament or laya_shortlist for long option lists" if max_choice == MAX_CHOICE_OPTIONS else ""
+        raise ToolError("limit_exceeded", f"question '{q.qid}' has {count} options; the limit here is {limit}{hint}")
+    if what == "levels":
+        raise ToolError("limit_exceeded", f"question '{q.qid}' has {count} levels; the limit is {limit}")
+    raise ToolError("limit_exceeded", f"the questions have {count} options in all; the limit is {limit}")
 
 
 def _text(value: Any, name: str) -> str | None:

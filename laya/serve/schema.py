@@ -169,20 +169,36 @@ def model_field(value: Any, registered: list[str], resolve: Any) -> str | None:
     return None  # any other id (e.g. 'jev-1') means: route automatically
 
 
-def check_limits(qs: list[Question], max_choice_options: int = MAX_CHOICE_OPTIONS) -> None:
+def limit_breach(qs: list[Question], max_choice_options: int = MAX_CHOICE_OPTIONS,
+                 max_total: int | None = MAX_TOTAL_OPTIONS) -> tuple[str, Question | None, int, int] | None:
+    """The first size limit these questions break, as (what, question, count, limit) with what one of
+    "options" (a choice question), "levels" (a score question), "total" (question None); None if none.
+    The HTTP server and the MCP tools word their own errors from it."""
     total = 0
     for q in qs:
         if q.qtype == "choice" and q.k > max_choice_options:
-            hint = "" if max_choice_options > MAX_CHOICE_OPTIONS else \
-                f", or {MAX_CHOICE_OPTIONS_TOURNAMENT} on a server in tournament mode (LAYA_TOURNAMENT_GROUP)"
-            raise ApiError(413, f"question '{q.qid}' has {q.k} options; the limit is {max_choice_options} per "
-                                f"choice question{hint}: split it or shortlist the options first")
+            return "options", q, q.k, max_choice_options
         if q.qtype == "score" and q.k > MAX_SCORE_LEVELS:
-            raise ApiError(413, f"question '{q.qid}' has {q.k} levels; the limit is {MAX_SCORE_LEVELS} per "
-                                "score question")
+            return "levels", q, q.k, MAX_SCORE_LEVELS
         total += q.k
-    if total > MAX_TOTAL_OPTIONS:
-        raise ApiError(413, f"the questions have {total} options in all; the limit is {MAX_TOTAL_OPTIONS} per request")
+    if max_total is not None and total > max_total:
+        return "total", None, total, max_total
+    return None
+
+
+def check_limits(qs: list[Question], max_choice_options: int = MAX_CHOICE_OPTIONS) -> None:
+    breach = limit_breach(qs, max_choice_options)
+    if breach is None:
+        return
+    what, q, count, limit = breach
+    if what == "options":
+        hint = "" if max_choice_options > MAX_CHOICE_OPTIONS else \
+            f", or {MAX_CHOICE_OPTIONS_TOURNAMENT} on a server in tournament mode (LAYA_TOURNAMENT_GROUP)"
+        raise ApiError(413, f"question '{q.qid}' has {count} options; the limit is {limit} per "
+                            f"choice question{hint}: split it or shortlist the options first")
+    if what == "levels":
+        raise ApiError(413, f"question '{q.qid}' has {count} levels; the limit is {limit} per score question")
+    raise ApiError(413, f"the questions have {count} options in all; the limit is {limit} per request")
 
 
 def check_state(state: Any, where: str) -> int:
