@@ -21,6 +21,7 @@ from .gate import ReadWriteGate
 from . import backends
 from .compiled import check_compile_mode, compile_model, run_compiled
 from .model import build_model
+from .parallel_layout import require_modernbert
 from .pipeline import DEFAULT_MAX_LEN, Predictor
 from .registry import BUNDLE_REPO, looks_local, resolve_model_spec
 from .sequence import Batch, pad_tokens_to
@@ -123,9 +124,8 @@ class Agent(Predictor):
         self.tok = load_tokenizer(model_dir, self.cfg["encoder"])
         encoder_dir = os.path.join(model_dir, "encoder")
         self.model = build_model(self.cfg, encoder_dir if os.path.isdir(encoder_dir) else None, pretrained=False)
-        if self.parallel_options and getattr(self.model.encoder.config, "model_type", None) != "modernbert":
-            raise ValueError(f"{model_dir} uses option_layout 'parallel', which needs a ModernBERT encoder; this one is "
-                             f"{getattr(self.model.encoder.config, 'model_type', None)!r}")
+        if self.parallel_options:  # refused at load, not on every request
+            require_modernbert(self.model.encoder.config, f" ({model_dir})")
         load_weights(self.model, model_dir)
         self.model.encoder.config.reference_compile = bool(compile)
         self._compiled = False  # legacy compile=True: self.model is the torch.compile wrapper

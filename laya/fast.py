@@ -12,8 +12,9 @@ batch shape, so a batch can run in one of two layouts (``Plan``):
 
 The residual stream stays fp32 (ModernBERT-large activations reach ~3e4); GEMM operands are 16-bit
 copies made once.  On CUDA each plan that recurs (CAPTURE_AFTER runs) is captured once into a CUDA
-graph and replayed from static input buffers under a lock; outputs are copied out before the lock is released.  The scorer and act
-head run in plain torch on the gathered marker rows, exactly as the eager model (`model.decide`).
+graph and replayed from static input buffers under a lock; outputs are copied out before the lock is
+released.  The scorer and act head run in plain torch on the gathered marker rows, exactly as the eager
+model (`model.decide`).
 
 ``cpu=True`` builds the same composition from the kernels' fp32 CPU specialisation: a correctness
 path for tests on machines without a GPU, not a CPU backend (the scalar kernels are slow).

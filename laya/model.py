@@ -113,14 +113,12 @@ class DecisionModel(nn.Module):
 
     def parallel_inputs(self, attention_mask, position_ids, option_ids) -> dict:
         """ModernBERT's per-layer masks for the parallel layout (spec 3.9)."""
-        from .parallel_layout import parallel_masks
+        from .parallel_layout import parallel_masks, require_modernbert
 
         config = self.encoder.config
         if position_ids is None or option_ids is None:
             raise ValueError("the parallel option layout needs both position_ids and option_ids ([N, L] each)")
-        if getattr(config, "model_type", None) != "modernbert":
-            raise ValueError(f"the parallel option layout needs a ModernBERT encoder, this one is "
-                             f"{getattr(config, 'model_type', None)!r}; use option_layout 'sequential'")
+        require_modernbert(config)
         return parallel_masks(attention_mask, position_ids, option_ids, getattr(config, "sliding_window", None))
 
     def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False,

@@ -65,7 +65,6 @@ def parallel_masks(attention_mask: Any, position_ids: Any, option_ids: Any, slid
     return masks
 
 
-
 def check_layout(layout: Any, where: str) -> str:
     """The config's option_layout (default sequential); parallel needs transformers >= 5 (dict masks)."""
     layout = "sequential" if layout is None else layout
@@ -80,8 +79,17 @@ def check_layout(layout: Any, where: str) -> str:
     return layout
 
 
-def eager_only(parallel: bool, what: str) -> None:
-    """Only the eager forward runs the parallel layout (its masks are rows x L x L, its positions per row)."""
-    if parallel:
+def eager_only(layout: Any, what: str, hint: str = " (or use backend='eager')") -> None:
+    """Refuse `what` for a config/model whose option_layout is "parallel": only the eager forward runs it
+    (its masks are rows x L x L, its positions per row)."""
+    if layout == "parallel":
         raise ValueError(f"this checkpoint uses option_layout 'parallel', which only the eager backend runs; "
-                         f"{what} needs a checkpoint with the sequential layout (or use backend='eager')")
+                         f"{what} needs a checkpoint with the sequential layout{hint}")
+
+
+def require_modernbert(config: Any, where: str = "") -> None:
+    """The parallel layout's per-layer masks and position ids are ModernBERT's encoder interface."""
+    model_type = getattr(config, "model_type", None)
+    if model_type != "modernbert":
+        raise ValueError(f"the parallel option layout{where} needs a ModernBERT encoder, this one is {model_type!r}; "
+                         "use option_layout 'sequential'")

@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 
 from . import hooks as hooks_mod
-from .answers import positive_int
 from .answers import (Calibration, DecodePlan, apply_min_confidence, check_min_confidence, clamp_temperatures,
-                      decode_planned, plan_shape)
+                      decode_planned, plan_shape, positive_int)
 from .calibration import TEMPERATURE_KEYS, read_calibration, write_calibration
 from .hooks import HookRegistry, PredictContext
 from .questions import Question, check_questions, keeps_tail, render_state
@@ -80,7 +79,6 @@ def question_set(questions: Any) -> QuestionSet:
 def checked_questions(questions: Any) -> list[Question]:
     """`check_questions`, remembered like `question_set`."""
     return list(question_set(questions).qs)
-
 
 
 def _check_records(records: Any) -> list:

@@ -185,7 +185,7 @@ def build_package(model: torch.nn.Module, path: str, ranges: Ranges | None = Non
     Defaults: the model's device; bf16 weights on CUDA, fp32 on the CPU; `Ranges()`. Returns the
     stored info plus export/package seconds and the package size.
     """
-    eager_only(getattr(model, "option_layout", None) == "parallel", "an AOTInductor package")
+    eager_only(getattr(model, "option_layout", None), "an AOTInductor package")
     ranges = ranges or Ranges()
     device = torch.device(device) if device is not None else next(model.parameters()).device
     dtype = dtype or (torch.bfloat16 if device.type == "cuda" else torch.float32)

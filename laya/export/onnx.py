@@ -96,7 +96,7 @@ def export_module(model: torch.nn.Module, path: str, opset: int | None = None, e
     """
     if exporter not in EXPORTERS:
         raise ValueError(f"exporter {exporter!r} is not known; use one of {', '.join(EXPORTERS)}")
-    eager_only(getattr(model, "option_layout", None) == "parallel", "an ONNX export")
+    eager_only(getattr(model, "option_layout", None), "an ONNX export")
     if TRACE_BATCH < 2 or TRACE_MARKERS < MIN_MARKERS:
         raise ValueError(f"TRACE_BATCH={TRACE_BATCH} must be > 1 and TRACE_MARKERS={TRACE_MARKERS} >= "
                          f"{MIN_MARKERS}: smaller traces bake those sizes into the graph")

@@ -28,6 +28,7 @@ import torch
 
 from ..answers import temp_bucket
 from ..calibrate import fit_abstention_thresholds, fit_temperature_map
+from ..parallel_layout import eager_only
 from ..questions import keeps_tail, render_state
 from ..sequence import Batch, build_row, collate, encode, scrub_mask, tokenizer_view
 from .data import Example, check_finite, load_examples, with_option_order
@@ -162,7 +163,7 @@ def init_model(base: str, seed: int = 0, max_len: int | None = None, head_max_le
     path = minilm_dir() if base == MINILM else base
     if os.path.isfile(os.path.join(path, "rl_agent_config.json")):
         cfg = load_config(path)
-        refuse_parallel(cfg, f"fine-tuning {path}")
+        eager_only(cfg.get("option_layout"), f"fine-tuning {path} (laya.train builds sequential rows)", hint="")
         tok = load_tokenizer(path, cfg["encoder"])
         model = build_model(cfg, os.path.join(path, "encoder"), pretrained=False)
         load_weights(model, path)
@@ -375,18 +376,11 @@ class Bar:
 
 # ---- calibration records ---------------------------------------------------------------------------
 
-def refuse_parallel(cfg: dict, what: str) -> None:
-    """laya.train builds sequential rows only: a parallel-layout checkpoint would get the wrong logits."""
-    if cfg.get("option_layout") == "parallel":
-        raise ValueError(f"this checkpoint uses option_layout 'parallel'; laya.train handles sequential-layout "
-                         f"checkpoints only, so {what} is refused: use one with option_layout 'sequential'")
-
-
 @torch.no_grad()
 def predict_logits(model, tok, examples: Sequence[Example], cfg: dict, batch_size: int = 32,
                    dtype: torch.dtype | None = None) -> list[np.ndarray]:
     """Raw logits (canonical option order, length k) per example, in eval mode, on the model's device."""
-    refuse_parallel(cfg, "its logits here")
+    eager_only(cfg.get("option_layout"), "scoring with laya.train (sequential rows)", hint="")
     model.eval()
     device = next(model.parameters()).device
     rows = make_rows(tok, examples, cfg, None)
