@@ -58,11 +58,9 @@ GPU_TILES = {
              "large": dict(bm=128, bn=256, bk=64, stages=3, threads=256)},
     "geglu": {"small": dict(bm=64, bn=32, bk=128, stages=2, threads=128),
               "large": dict(bm=128, bn=128, bk=64, stages=3, threads=256)},
-    # The QKV projection with RoPE in its epilogue: column tiles must hold whole heads (bn % Dh == 0).
-    "qkv_rope": {"small": dict(bm=64, bn=64, bk=128, stages=3, threads=128),
-                 "large": dict(bm=128, bn=256, bk=64, stages=3, threads=256)},
     # Row-wise kernels: one row per block for few rows (latency: more blocks, fewer serial steps per
-    # thread); the measured large-M optimum otherwise (add_ln's defaults).
+    # thread); the measured large-M optimum otherwise (rope bm=4/128 threads, add_ln the defaults).
+    "rope": {"small": dict(bm=1, threads=128), "large": dict(bm=4, threads=128)},
     "add_ln": {"small": dict(bm=1, threads=128), "large": dict(bm=4, threads=32)},
     "attn_full": dict(bm=128, bn=128, stages=2, threads=256),
     "attn_window": dict(bm=128, bn=64, stages=2, threads=256),
@@ -96,10 +94,7 @@ class _Slot:
         self.types = torch.zeros(plan.tokens, dtype=torch.long, device=device)
         self.lens = torch.zeros(plan.rows, dtype=torch.int32, device=device)
         self.starts = torch.zeros(plan.rows, dtype=torch.int32, device=device)  # packed: first row of each
-        # RoPE position of each token row (the fused QKV kernel reads it): fixed for a dense plan (row r of
-        # a B x L grid sits at r % L); written per request for a packed plan.
-        self.positions = (torch.arange(plan.tokens, dtype=torch.int32, device=device) % plan.length
-                          if plan.length else torch.zeros(plan.tokens, dtype=torch.int32, device=device))
+        self.positions = torch.zeros(plan.tokens, dtype=torch.int32, device=device)  # packed: RoPE position
         self.graph: Any = None
         self.out: torch.Tensor | None = None
         self.runs = 0  # eager runs so far (before the capture)
@@ -221,9 +216,7 @@ class FastLaya:
             (lambda kind, size=None: dict(GPU_TILES[kind][size] if size else GPU_TILES[kind]))
         requests: dict[Any, tuple] = {}
         for size in sizes:
-            requests[("qkv", size)] = (K.gemm_rope_kernel, (self.heads, self.dh, d),
-                                       dict(bias=enc_bias, dtype=dt, **tiles("qkv_rope", size)))
-            for name, n, k, bias, act in (("o", d, d, enc_bias, "none"),
+            for name, n, k, bias, act in (("qkv", 3 * d, d, enc_bias, "none"), ("o", d, d, enc_bias, "none"),
                                           ("down", d, f, False, "none"), ("h_qkv", 3 * d, d, True, "none"),
                                           ("h_o", d, d, True, "none"), ("h_ffn1", 4 * d, d, True, "relu"),
                                           ("h_ffn2", d, 4 * d, True, "none")):
@@ -234,6 +227,8 @@ class FastLaya:
                                               ("h_add_ln", True, True, head_eps)):
                 requests[(name, size)] = (K.add_ln_kernel, (d,), dict(residual=residual, bias=bias, eps=eps,
                                                                       dtype=dt, **tiles("add_ln", size)))
+            for name, factory in (("rope", K.rope_kernel), ("rope_at", K.rope_positions_kernel)):
+                requests[(name, size)] = (factory, (self.heads, self.dh), dict(dtype=dt, **tiles("rope", size)))
         for window in sorted({layer["window"] for layer in self.layers}):
             requests[("attn", window)] = (K.attn_kernel, (None, None, self.heads, self.dh),
                                           dict(window=window, dtype=dt,
@@ -392,9 +387,10 @@ class FastLaya:
         # the dummy rows that attention never writes stay finite.
         attn_out = torch.zeros(m, d, dtype=self.dtype, device=self.device) if plan.packed else None
         for layer in self.layers:
-            qkv = torch.empty(m, 3 * d, dtype=self.dtype, device=self.device)
-            k[("qkv", size)](y, layer["qkv"].w, layer["qkv"].b, qkv, *self.rope[layer["kind"]], slot.positions)
-            o = self._attend(plan, slot, qkv, attn_out, layer["window"], self.heads, self.dh)
+            qkv = self._gemm(k[("qkv", size)], y, layer["qkv"])
+            cos, sin = self.rope[layer["kind"]]
+            o = self._attend(plan, slot, qkv, attn_out, layer["window"], self.heads, self.dh, size,
+                             (cos[:plan.length], sin[:plan.length]) if not plan.packed else (cos, sin))
             r = self._gemm(k[("o", size)], o, layer["o"])
             y = self._add_ln(k[("add_ln", size)], x, r, layer["mlp_norm"])
             g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
@@ -405,7 +401,7 @@ class FastLaya:
         for layer in self.head:
             y = self._add_ln(k[("h_ln", size)], x, None, layer["norm1"])
             qkv = self._gemm(k[("h_qkv", size)], y, layer["qkv"])
-            o = self._attend(plan, slot, qkv, attn_out, None, self.head_heads, HEAD_DH)
+            o = self._attend(plan, slot, qkv, attn_out, None, self.head_heads, HEAD_DH, size, None)
             r = self._gemm(k[("h_o", size)], o, layer["o"])
             y = self._add_ln(k[("h_add_ln", size)], x, r, layer["norm2"])
             f1 = self._gemm(k[("h_ffn1", size)], y, layer["ffn1"])
@@ -424,13 +420,17 @@ class FastLaya:
         return y
 
     def _attend(self, plan: Plan, slot: _Slot, qkv: torch.Tensor, attn_out, window: int | None, heads: int,
-                dh: int) -> torch.Tensor:
-        """Attention for one layer (RoPE is already applied); window None = the decision head's."""
+                dh: int, size: str, rope) -> torch.Tensor:
+        """RoPE (encoder layers) and attention for one layer; window None = the decision head's."""
         b, width, k = plan.rows, plan.length, self.k
         if plan.packed:
+            if rope is not None:
+                k[("rope_at", size)](qkv, *rope, slot.positions)
             kernel = k["h_attn_varlen"] if window is None else k[("attn_varlen", window)]
             kernel(qkv.view(-1, 3, heads, dh), slot.starts, slot.lens, attn_out)
             return attn_out
+        if rope is not None:
+            k[("rope", size)](qkv, *rope)
         out = torch.empty(b * width, heads * dh, dtype=self.dtype, device=self.device)
         kernel = k["h_attn"] if window is None else k[("attn", window)]
         kernel(qkv.view(b, width, 3, heads, dh), slot.lens, out.view(b, width, heads * dh))

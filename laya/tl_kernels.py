@@ -4,8 +4,6 @@ Each public factory is a pure function of shapes and options and returns a compi
 writes into caller-owned tensors (nothing is allocated per call):
 
 * ``gemm_kernel``      C[M,N] = act(A[M,K] @ W[N,K]^T (+ b[N]))          act: none | gelu (erf) | relu
-* ``gemm_rope_kernel`` the QKV projection with rope_kernel's rotation fused into its epilogue (one
-                       launch and one pass over QKV less per layer; the fast path's encoder uses it)
 * ``gemm_geglu_kernel``  C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)       ModernBERT's GLU up-projection
 * ``add_ln_kernel``    X += R in place (fp32 stream), Y = LayerNorm(X) * w (+ b)
 * ``rope_kernel``      rotate-half RoPE on the q and k columns of a packed QKV buffer, in place
@@ -39,7 +37,6 @@ import threading
 __all__ = [
     "GPU_DTYPES",
     "gemm_kernel",
-    "gemm_rope_kernel",
     "gemm_geglu_kernel",
     "add_ln_kernel",
     "rope_kernel",
@@ -261,92 +258,6 @@ def compile_cpu(factory, *args, **kwargs):
 # 1. GEMM with bias / activation epilogue
 
 
-def _gemm_prim(N, K, bias, act, bm, bn, bk, stages, threads, dtype, cpu, rope):
-    """The GEMM PrimFunc: one tiled product and epilogue (``product``), stored plain or, with
-    ``rope = (H, Dh)``, with the q and k columns rotated on the way out (the fused QKV projection)."""
-    _check_dtype(dtype, cpu)
-    if act not in _ACTS:
-        raise ValueError(f"act must be one of {_ACTS}, got {act!r}")
-    import tilelang.language as T
-
-    S = _Spec(cpu)
-    M = T.dynamic("m")
-
-    @T.macro
-    def product(A, W, Bv, A_s, W_s, C_s, acc, bx, by):
-        T.clear(acc)
-        # T.copy predicates the tile against the tensor bounds and zero-fills the rest, so
-        # ragged M/N/K tails contribute nothing to the dot products.
-        for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
-            T.copy(A[by * bm, ko * bk], A_s)
-            T.copy(W[bx * bn, ko * bk], W_s)
-            T.gemm(A_s, W_s, acc, transpose_B=True)
-        for i, j in S.par(bm, bn):
-            x = acc[i, j]
-            if bias:
-                x = x + T.if_then_else(bx * bn + j < N, Bv[bx * bn + j], T.cast(0, ACCUM))
-            C_s[i, j] = T.cast(_act(x, act), dtype)
-
-    if rope is None:
-
-        @T.prim_func
-        def gemm(
-            A: T.Tensor((M, K), dtype),
-            W: T.Tensor((N, K), dtype),
-            Bv: T.Tensor((N,), "float32"),
-            C: T.Tensor((M, N), dtype),
-        ):
-            with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
-                A_s = S.tile((bm, bk), dtype)
-                W_s = S.tile((bn, bk), dtype)
-                C_s = S.tile((bm, bn), dtype)
-                acc = S.acc((bm, bn), ACCUM)
-                S.swizzle()
-                product(A, W, Bv, A_s, W_s, C_s, acc, bx, by)
-                # Staging through a tile gives coalesced, bounds-checked stores.
-                T.copy(C_s, C[by * bm, bx * bn])
-
-        return gemm
-
-    H, Dh = rope
-    half = Dh // 2
-    L = T.dynamic("l")
-
-    @T.prim_func
-    def gemm_rope(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bv: T.Tensor((N,), "float32"),
-        C: T.Tensor((M, N), dtype),
-        Cos: T.Tensor((L, half), "float32"),
-        Sin: T.Tensor((L, half), "float32"),
-        Pos: T.Tensor((M,), "int32"),
-    ):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
-            A_s = S.tile((bm, bk), dtype)
-            W_s = S.tile((bn, bk), dtype)
-            C_s = S.tile((bm, bn), dtype)
-            R_s = S.tile((bm, bn), dtype)
-            acc = S.acc((bm, bn), ACCUM)
-            S.swizzle()
-            product(A, W, Bv, A_s, W_s, C_s, acc, bx, by)
-            # The tile spans whole heads (bn % Dh == 0), so each column's rotate-half partner is in
-            # it.  The math is rope_kernel's, on the same 16-bit-rounded product: x0' = x0 cos - x1 sin,
-            # x1' = x1 cos + x0 sin in fp32.  v columns (>= 2*H*Dh) pass through.
-            for i, j in S.par(bm, bn):
-                e = j % Dh
-                d = e % half
-                p = T.if_then_else(by * bm + i < M, Pos[by * bm + i], 0)  # rows past M are never stored
-                own = T.cast(C_s[i, j], ACCUM)
-                other = T.cast(C_s[i, T.if_then_else(e < half, j + half, j - half)], ACCUM)
-                turned = T.if_then_else(e < half, own * Cos[p, d] - other * Sin[p, d],
-                                        own * Cos[p, d] + other * Sin[p, d])
-                R_s[i, j] = T.if_then_else(bx * bn + j < 2 * H * Dh, T.cast(turned, dtype), C_s[i, j])
-            T.copy(R_s, C[by * bm, bx * bn])
-
-    return gemm_rope
-
-
 def _gemm_kernel(
     N,
     K,
@@ -365,39 +276,46 @@ def _gemm_kernel(
 
     ``Bv`` (fp32) is always passed and ignored when ``bias=False``.  Pipelined over K.
     """
-    return _gemm_prim(N, K, bias, act, bm, bn, bk, stages, threads, dtype, cpu, rope=None)
+    _check_dtype(dtype, cpu)
+    if act not in _ACTS:
+        raise ValueError(f"act must be one of {_ACTS}, got {act!r}")
+    import tilelang.language as T
 
+    S = _Spec(cpu)
+    M = T.dynamic("m")
 
-def _gemm_rope_kernel(
-    H,
-    Dh,
-    K,
-    bias=False,
-    bm=64,
-    bn=64,
-    bk=64,
-    stages=3,
-    threads=128,
-    dtype="bfloat16",
-    *,
-    cpu=False,
-):
-    """The QKV projection with RoPE fused into the epilogue: ``gemm_kernel(3*H*Dh, K, bias)`` followed
-    by ``rope_positions_kernel(H, Dh)``, in one kernel; args ``(A, W, Bv, C, Cos, Sin, Pos[M] int32)``.
+    @T.prim_func
+    def gemm(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bv: T.Tensor((N,), "float32"),
+        C: T.Tensor((M, N), dtype),
+    ):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            A_s = S.tile((bm, bk), dtype)
+            W_s = S.tile((bn, bk), dtype)
+            C_s = S.tile((bm, bn), dtype)
+            acc = S.acc((bm, bn), ACCUM)
+            S.swizzle()
+            T.clear(acc)
+            # T.copy predicates the tile against the tensor bounds and zero-fills the rest, so
+            # ragged M/N/K tails contribute nothing to the dot products.
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, ko * bk], A_s)
+                T.copy(W[bx * bn, ko * bk], W_s)
+                T.gemm(A_s, W_s, acc, transpose_B=True)
+            for i, j in S.par(bm, bn):
+                x = acc[i, j]
+                if bias:
+                    x = x + T.if_then_else(bx * bn + j < N, Bv[bx * bn + j], T.cast(0, ACCUM))
+                C_s[i, j] = T.cast(_act(x, act), dtype)
+            # Staging through a tile gives coalesced, bounds-checked stores.
+            T.copy(C_s, C[by * bm, bx * bn])
 
-    Row r of C is rotated at position ``Pos[r]`` (dense rows: ``r % L``; packed rows: their offset in
-    their sequence).  Saves a launch and a pass over QKV per layer.  Needs ``bn % Dh == 0``.
-    """
-    if Dh % 2:
-        raise ValueError(f"Dh must be even for rotate-half RoPE, got {Dh}")
-    if bn % Dh:
-        raise ValueError(f"gemm_rope_kernel needs whole heads per column tile: bn={bn} is not a multiple "
-                         f"of Dh={Dh}")
-    return _gemm_prim(3 * H * Dh, K, bias, "none", bm, bn, bk, stages, threads, dtype, cpu, rope=(H, Dh))
+    return gemm
 
 
 gemm_kernel = _kernel_factory(_gemm_kernel)
-gemm_rope_kernel = _kernel_factory(_gemm_rope_kernel)
 
 
 # ----------------------------------------------------------------------------------------------

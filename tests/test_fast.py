@@ -58,8 +58,6 @@ def _precompile():
             reqs.append((K.attn_kernel, (*shape, ATTN_H, ATTN_DH), dict(window=w, dtype=dt)))
         reqs.append((K.attn_kernel, (None, None, 2, 64), dict(window=0, dtype=dt)))
         reqs.append((K.rope_positions_kernel, (12, 64), dict(dtype=dt)))
-        reqs += [(K.gemm_kernel, (3 * 12 * 64, 768), dict(bias=b, bn=64, dtype=dt)) for b in (False, True)]
-        reqs += [(K.gemm_rope_kernel, (12, 64, 768), dict(bias=b, dtype=dt)) for b in (False, True)]
         reqs += [(K.attn_varlen_kernel, (512, ATTN_H, ATTN_DH), dict(window=w, dtype=dt)) for w in (0, 64)]
     try:
         K.compile_many(reqs)
@@ -206,34 +204,6 @@ def test_rope_positions_matches_wrapped(dt):
     shuffled = qkv[order].contiguous()
     K.rope_positions_kernel(H, Dh, dtype=TL[dt])(shuffled, cos, sin, (order % L).to(torch.int32))
     assert torch.equal(shuffled, expected[order])
-
-
-@pytest.mark.parametrize("dt", DTYPES)
-@pytest.mark.parametrize("bias", [False, True])
-def test_gemm_rope_matches_gemm_then_rope(dt, bias):
-    M, L, H, Dh, Kd = 200, 80, 12, 64, 768
-    A = rnd(M, Kd, seed=16, dtype=dt)
-    W = rnd(3 * H * Dh, Kd, scale=0.02, seed=17, dtype=dt)
-    b = rnd(3 * H * Dh, scale=0.5, seed=18)
-    ang = torch.arange(L, device=DEV)[:, None] * (10000.0 ** (-torch.arange(Dh // 2, device=DEV) / (Dh // 2)))[None]
-    cos, sin = ang.cos().float().contiguous(), ang.sin().float().contiguous()
-    pos = torch.randperm(M, device=DEV).remainder(L).to(torch.int32)
-    # Two launches with the same tiles (so the same 16-bit product) against the fused kernel.
-    expected = torch.empty(M, 3 * H * Dh, dtype=dt, device=DEV)
-    K.gemm_kernel(3 * H * Dh, Kd, bias=bias, bn=64, dtype=TL[dt])(A, W, b, expected)
-    K.rope_positions_kernel(H, Dh, dtype=TL[dt])(expected, cos, sin, pos)
-    fused = torch.full((M, 3 * H * Dh), float("nan"), dtype=dt, device=DEV)
-    K.gemm_rope_kernel(H, Dh, Kd, bias=bias, dtype=TL[dt])(A, W, b, fused, cos, sin, pos)
-    assert torch.equal(fused[:, 2 * H * Dh:], expected[:, 2 * H * Dh:])  # v is the plain product
-    # q and k: the same fp32 formula on the same inputs; at most one rounding step apart (FMA contraction)
-    ulp = torch.finfo(dt).eps * expected[:, : 2 * H * Dh].float().abs().clamp(min=1e-3)
-    assert ((fused[:, : 2 * H * Dh].float() - expected[:, : 2 * H * Dh].float()).abs() <= ulp).all()
-    # and against fp32 torch
-    y = A.float() @ W.float().T + (b if bias else 0)
-    x = y[:, : 2 * H * Dh].view(M, 2 * H, Dh)
-    c, s = cos[pos.long()][:, None], sin[pos.long()][:, None]
-    ref = torch.cat([x[..., : Dh // 2] * c - x[..., Dh // 2:] * s, x[..., Dh // 2:] * c + x[..., : Dh // 2] * s], -1)
-    assert err(fused[:, : 2 * H * Dh], ref.reshape(M, -1)) < TOL
 
 
 def test_gpu_rejects_fp32():

@@ -239,29 +239,6 @@ def test_rope_positions_cpu_matches_wrapped_rope():
     assert maxerr(shuffled, expected[order]) < TOL_ROPE
 
 
-@pytest.mark.parametrize("bias", [False, True])
-def test_gemm_rope_cpu_equals_gemm_then_rope(bias):
-    # K=100 and 35 rows: ragged K and M tiles; positions from a permutation (packed-style rows).
-    r = gen(10)
-    k = 100
-    A, W, b = r(RM, k), r(3 * RH * RDh, k, scale=0.1), r(3 * RH * RDh)
-    _, cos, sin = rope_inputs()
-    positions = torch.randperm(RM, generator=torch.Generator().manual_seed(4)).remainder(RL).to(torch.int32)
-    expected = torch.empty(RM, 3 * RH * RDh)
-    K.compile_cpu(K.gemm_kernel, 3 * RH * RDh, k, bias=bias)(A, W, b, expected)
-    assert maxerr(expected, ref_gemm(A, W, b if bias else None, "none")) < TOL
-    K.compile_cpu(K.rope_positions_kernel, RH, RDh)(expected, cos, sin, positions)
-    fused = torch.full((RM, 3 * RH * RDh), float("nan"))
-    K.compile_cpu(K.gemm_rope_kernel, RH, RDh, k, bias=bias)(A, W, b, fused, cos, sin, positions)
-    assert maxerr(fused, expected) < TOL_ROPE
-    assert torch.equal(fused[:, 2 * RH * RDh:], expected[:, 2 * RH * RDh:])  # v: the plain product
-
-
-def test_gemm_rope_needs_whole_heads_per_tile():
-    with pytest.raises(ValueError, match="bn=96 is not a multiple of Dh=64"):
-        K.gemm_rope_kernel(2, 64, 128, bn=96, dtype="float32", cpu=True)
-
-
 def test_gpu_factories_reject_fp32():
     with pytest.raises(ValueError, match="dtype"):
         K.attn_kernel(2, 64, 2, 32, dtype="float32")
