@@ -58,12 +58,12 @@ def test_heldout_label_sets_instructions_and_templates_unseen():
 
 
 def test_training_pools_are_richer_than_heldout_and_codes_stay_in_training():
-    """Per concept the training split has >= 3 label names, >= 2 descriptions, >= 5 evidence phrasings
+    """Per concept the training split has >= 7 label names, >= 5 descriptions, >= 13 evidence phrasings
     (few phrasings let a model memorise strings); bare-code labels appear only in training."""
     for spec in DOMAINS.values():
         for labels, descs, evidence, _ in spec["concepts"].values():
-            assert len(split(labels, False)) >= 3 and len(split(descs, False)) >= 2
-            assert len(split(evidence, False)) >= 5
+            assert len(split(labels, False)) >= 7 and len(split(descs, False)) >= 5
+            assert len(split(evidence, False)) >= 13
     train, held = make_dataset(0, 1500, 600)
     coded = [r for r in train if r["questions"]["q"]["type"] == "choice" and "A" in r["questions"]["q"]["criteria"]
              or "option_1" in r["questions"]["q"].get("criteria", {})]
@@ -94,19 +94,22 @@ import hashlib  # noqa: E402
 import make_training_data as mtd  # noqa: E402
 
 # sha256 of the files the generator wrote BEFORE the calib split existed (commit 5f3a6c0), for the H200
-# run's held-out size and for the defaults: adding the calib split moved neither split.
+# run's held-out size and for the defaults: adding the calib split did not move the held-out split (nor,
+# then, the training split; the training split has changed since, on purpose: the training-only domains
+# and phrasings), and the calib files of the H200 run's sizes (--calib 6000) and of the defaults.
 BEFORE_SHA256 = {("heldout", 3000): "7f0dcb26c6e38b44aa8fca3b4ce6f3224af7d30731b36cc7eeb96d0f5bee7a06",
                  ("heldout", 900): "69d452d6234781cdb257406e99637be5854f46843bca4e5389781146ca63e451",
-                 ("train", 3000): "c6ffc4b9e3f5322bee298701aa902092c33018370df546af17ecdd4badd3d640"}
+                 ("calib", 6000): "b79630f43be116cb2414a4371071af3bc63b673ff9d7d4a5c993425f8e7894bc",
+                 ("calib", 3000): "8ed7f1216c5322f13d6bda0301c50ef8e5ef26682f78663f9f14fa2d30303018"}
 
 
-def test_heldout_and_train_byte_identical_to_before_the_calib_split(tmp_path):
-    main([str(tmp_path / "a"), "--seed", "0", "--train", "3000", "--heldout", "3000", "--calib", "60"])
+def test_heldout_and_calib_byte_identical_to_before(tmp_path):
+    main([str(tmp_path / "a"), "--seed", "0", "--train", "30", "--heldout", "3000", "--calib", "6000"])
     main([str(tmp_path / "b"), "--seed", "0", "--train", "10", "--heldout", "900"])
     for (name, n), digest in BEFORE_SHA256.items():
-        path = tmp_path / ("a" if n == 3000 else "b") / f"{name}.jsonl"
+        path = tmp_path / ("a" if n in (3000, 6000) and (name, n) != ("calib", 3000) else "b") / f"{name}.jsonl"
         assert hashlib.sha256(path.read_bytes()).hexdigest() == digest, (name, n)
-    assert len((tmp_path / "a" / "calib.jsonl").read_text().splitlines()) == 60
+    assert len((tmp_path / "a" / "calib.jsonl").read_text().splitlines()) == 6000
     assert len((tmp_path / "b" / "calib.jsonl").read_text().splitlines()) == 3000
     main([str(tmp_path / "c"), "--seed", "0", "--train", "10", "--heldout", "10", "--calib", "0"])
     assert not (tmp_path / "c" / "calib.jsonl").exists()
@@ -180,3 +183,112 @@ def test_calib_0_removes_a_stale_calib_file(tmp_path, capsys):
     assert "removed the stale" in capsys.readouterr().err
     main([str(out), "--seed", "4", "--train", "5", "--heldout", "5", "--calib", "0"])  # nothing to remove: quiet
     assert "removed" not in capsys.readouterr().err
+
+
+# ---- training diversity (training-only domains and phrasings) ------------------------------------------
+
+def records_sha256(records) -> str:
+    text = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+# sha256 of the held-out and calib records for two seeds, computed with the generator BEFORE the training
+# split got its training-only domains, phrasings and many-option draw (commit 19f134d): every change to
+# the training split must leave these alone (same concept pool, pools' held-out / calib items, rng calls).
+HELD_CALIB_SHA256 = {
+    0: ("9462c9f6062b69b2522cb7f5e4cbf04347c1bf6288e7ff5eeaddb4b8055cd94e",
+        "a81da90260fa0c53b8b4d814905f7ea1ce791b6d97cd5a356fa6120ac50fdc9f"),
+    7: ("ef6795803abba78e49e70b8c30fd0fa8d2fe36700e71c7be2b79325eff3a6988",
+        "e97aa721e20a3ee5a7614baffd05813fc94312baabe58fe34996b2f2e104a36a"),
+}
+
+
+def test_heldout_and_calib_records_pinned():
+    for seed, (held, calib) in HELD_CALIB_SHA256.items():
+        splits = mtd.make_splits(seed, 5, 600, 600)
+        assert records_sha256(splits["heldout"]) == held, seed
+        assert records_sha256(splits["calib"]) == calib, seed
+
+
+def training_strings() -> dict:
+    """{kind: set of lower-cased training strings}: label names, descriptions, evidence, instructions,
+    templates and distractor frames the training split can draw."""
+    out = {"label": set(), "desc": set(), "evidence": set(), "instruction": set(), "frame": set()}
+    for spec in DOMAINS.values():
+        for pools in spec["concepts"].values():
+            for kind, pool in zip(("label", "desc", "evidence"), pools):
+                out[kind] |= {x.lower() for x in split(pool, False)}
+    for spec in mtd.TRAIN_DOMAINS.values():
+        out["instruction"] |= {x.lower() for x in spec["choice_q"]}
+        for pools in spec["concepts"].values():
+            for kind, pool in zip(("label", "desc", "evidence"), pools):
+                out[kind] |= {x.lower() for x in pool}
+    for pool in list(CHOICE_Q.values()) + [NOUL_Q] + [s["q"][0] for s in SCORES.values()]:
+        out["instruction"] |= {x.lower() for x in split(pool, False)}
+    out["frame"] |= {x.lower() for x in TEMPLATES[:-N_HELD_TEMPLATES]}
+    for pool in mtd.DISTRACTORS + [mtd.NEGATED]:
+        out["frame"] |= {x.lower() for x in split(pool, False)}
+    return out
+
+
+def unseen_strings() -> set:
+    """Lower-cased held-out (last) items of every pool and all calib strings."""
+    out = set()
+    for spec in DOMAINS.values():
+        for pools in spec["concepts"].values():
+            for pool in pools[:3]:
+                out |= {x.lower() for x in split(pool, True)}
+    for pool in list(CHOICE_Q.values()) + [NOUL_Q] + [s["q"][1] for s in SCORES.values()] + mtd.DISTRACTORS + [mtd.NEGATED]:
+        out |= {x.lower() for x in split(pool, True)}
+    out |= {x.lower() for x in TEMPLATES[-N_HELD_TEMPLATES:]}
+    out |= {x.lower() for alts in mtd.CALIB_POOLS.values() for x in alts}
+    out |= {x.lower() for con in mtd.CALIB_CONCEPTS.values() for x in con}
+    return out
+
+
+def test_no_training_string_is_a_heldout_or_calib_string():
+    train, unseen = training_strings(), unseen_strings()
+    for kind, strings in train.items():
+        assert strings and strings.isdisjoint(unseen), (kind, sorted(strings & unseen)[:5])
+    # and the drawn records: no training label / description / instruction is a held-out or calib one
+    splits = mtd.make_splits(0, 1500, 600, 600)
+    seen = {s.split(":", 1)[1].lower() for r in splits["train"] for s in strings_of(r)}
+    unseen_drawn = {s.split(":", 1)[1].lower() for r in splits["heldout"] + splits["calib"] for s in strings_of(r)}
+    assert seen.isdisjoint(unseen_drawn), sorted(seen & unseen_drawn)[:5]
+
+
+def test_training_only_domains():
+    """>= 8 training-only domains, >= 45 concepts, each with >= 4 names, >= 3 descriptions, >= 6 evidence
+    phrasings, a noul statement, a state key and choice instructions; training uses them (as gold and as
+    options), held-out and calib never do."""
+    new = mtd.TRAIN_DOMAINS
+    assert len(new) >= 8 and not set(new) & set(DOMAINS)
+    assert sum(len(spec["concepts"]) for spec in new.values()) >= 45
+    for spec in new.values():
+        assert spec["key"] and len(spec["choice_q"]) >= 3 and all("{key}" in q for q in spec["choice_q"])
+        for labels, descs, evidence, stmt in spec["concepts"].values():
+            assert len(set(labels)) >= 4 and len(set(descs)) >= 3 and len(set(evidence)) >= 6 and stmt
+    all_labels = [x.lower() for spec in new.values() for c in spec["concepts"].values() for x in c[0]]
+    all_labels += [x.lower() for spec in DOMAINS.values() for c in spec["concepts"].values() for x in c[0].split("|")]
+    assert len(all_labels) == len(set(all_labels))  # no label name stands for two concepts
+    splits = mtd.make_splits(0, 1500, 600, 600)
+    new_labels = {x for spec in new.values() for c in spec["concepts"].values() for x in c[0]}
+    train_doms = {r["meta"]["domain"] for r in splits["train"]}
+    assert set(new) <= train_doms and set(DOMAINS) <= train_doms
+    assert any(set(r["questions"]["q"]["criteria"]) & new_labels for r in splits["train"]
+               if r["meta"]["type"] == "choice" and r["meta"]["domain"] in DOMAINS)
+    for r in splits["heldout"] + splits["calib"]:
+        assert r["meta"]["domain"] in DOMAINS
+        if r["meta"]["type"] == "choice":
+            assert not set(r["questions"]["q"]["criteria"]) & new_labels
+
+
+def test_more_many_option_questions_with_descriptions_in_training():
+    splits = mtd.make_splits(0, 6000, 3000, 30)
+
+    def share(records):
+        choice = [r["questions"]["q"] for r in records if r["meta"]["type"] == "choice"]
+        return sum(1 for q in choice if len(q["criteria"]) >= 11 and isinstance(q["criteria"], dict)) / len(choice)
+    assert 0.22 < share(splits["train"]) < 0.35 and share(splits["heldout"]) < 0.15
+    ks = [r["meta"]["k"] for r in splits["train"] if r["meta"]["type"] == "choice"]
+    assert max(ks) == 20 and min(ks) == 2
