@@ -14,10 +14,17 @@ text made only of printable ASCII plus tab, newline and carriage return, the Rus
 
 Rust's `NormalizedString` keeps per-character alignments through all of this, which costs far more than
 the lookups themselves (about 5x on a 100-word ticket). `AsciiWordPiece` does the same three steps with
-str methods, a regex and dict lookups, and answers None for any text it does not cover -- non-ASCII,
-other control characters, or text containing an added token (those are split out before normalisation
-by the Rust side) -- so callers send those to the Rust tokenizer. tests/test_wordpiece.py checks the
-ids against the Rust tokenizer on generated texts.
+str methods and dict lookups, and answers None for any text it does not cover -- non-ASCII, other control
+characters, or text containing an added token (those are split out before normalisation by the Rust
+side) -- so callers send those to the Rust tokenizer.
+
+The common case costs one `str.split()` and one dict lookup per whitespace-separated chunk: a chunk that
+is a run of letters/digits, or a single punctuation character, is exactly one pre-tokeniser word, so when
+it is a vocabulary entry its id is the answer (`words`, the vocabulary restricted to such entries, makes
+that one lookup; full stops and commas get spaces around them first, which changes no word). Every other
+chunk -- punctuation attached to a word ("#4829", "don't"), or a word WordPiece splits into pieces --
+goes through the regex and the greedy split once, and its ids are kept in a bounded per-chunk cache.
+tests/test_wordpiece.py checks the ids against the Rust tokenizer on generated texts.
 """
 
 from __future__ import annotations
@@ -31,20 +38,31 @@ from typing import Any
 _WORDS = re.compile(r"[0-9A-Za-z]+|[!-/:-@\[-`{-~]")
 # Anything but printable ASCII, tab, newline and carriage return: not covered, Rust tokenises it.
 _NOT_COVERED = re.compile(r"[^\t\n\r -~]")
+# Spaces around a punctuation character change no pre-tokeniser word (it is a word of its own either way).
+_PADDED = {".": " . ", ",": " , "}
+CHUNK_CACHE_SIZE = 16384  # chunks whose ids took the slow path; the cache is emptied when it is full
 
 
 class AsciiWordPiece:
     """`encode(text) -> ids | None` for one qualifying tokenizer (see `for_backend`)."""
 
-    __slots__ = ("vocab", "unk_id", "prefix", "max_chars", "lowercase", "added")
+    __slots__ = ("vocab", "words", "unk_id", "prefix", "max_chars", "lowercase", "added", "added_gate", "chunks")
 
     def __init__(self, vocab: dict, unk_id: int, prefix: str, max_chars: int, lowercase: bool, added: tuple):
         self.vocab = vocab
+        # the entries a whitespace-separated chunk can be as one pre-tokeniser word: ASCII letters/digits
+        # only, or one ASCII punctuation character (never e.g. "##s" or "[unused0]", which are several words)
+        self.words = {piece: i for piece, i in vocab.items() if piece.isascii()
+                      and (piece.isalnum() or (len(piece) == 1 and _WORDS.fullmatch(piece) is not None))}
         self.unk_id = unk_id
         self.prefix = prefix
         self.max_chars = max_chars
         self.lowercase = lowercase
         self.added = added  # lower-cased added-token strings (raw and normalised forms)
+        # a character every added token contains ("[" for BERT's): a text without it holds none of them
+        common = set(added[0]).intersection(*added[1:]) if added else set()
+        self.added_gate = min(common) if common else None
+        self.chunks: dict = {}  # chunk -> tuple of ids, for chunks that are not one `words` entry
 
     @classmethod
     def for_backend(cls, backend: Any) -> "AsciiWordPiece | None":
@@ -90,29 +108,55 @@ class AsciiWordPiece:
         if not text.isascii() or (not text.isprintable() and _NOT_COVERED.search(text) is not None):
             return None
         lowered = text.lower()
-        for token in self.added:  # an added token would be split out first: leave such text to Rust
-            if token in lowered:
-                return None
-        words = _WORDS.findall(lowered if self.lowercase else text)
-        get = self.vocab.get
-        whole = list(map(get, words))  # the usual case: every word is one vocabulary entry ...
+        gate = self.added_gate
+        if gate is None or gate in lowered:
+            for token in self.added:  # an added token would be split out first: leave such text to Rust
+                if token in lowered:
+                    return None
+        words = lowered if self.lowercase else text
+        for mark in _PADDED:  # the commonest punctuation stands alone (it is one word): far fewer misses
+            if mark in words:
+                words = words.replace(mark, _PADDED[mark])
+        # split() cuts at exactly tab, newline, CR and space here (other whitespace was declined above)
+        chunks = words.split()
+        whole = list(map(self.words.get, chunks))  # the usual case: every chunk is one vocabulary word ...
         if None not in whole:
-            return whole  # ... and none is too long (no vocabulary entry is: checked in for_backend)
+            return whole  # type: ignore[return-value]  # ... never too long (checked in for_backend)
         ids: list[int] = []
+        cached = self.chunks.get
         done = 0
-        while True:  # copy the hits, split the misses (numbers, rare words) into pieces
+        while True:  # copy the hits; other chunks (attached punctuation, split words) from the cache
             try:
                 miss = whole.index(None, done)
             except ValueError:
                 ids.extend(whole[done:])
                 return ids
             ids.extend(whole[done:miss])
-            word = words[miss]
-            if len(word) > self.max_chars:
+            chunk = chunks[miss]
+            pieces = cached(chunk)
+            if pieces is None:
+                pieces = self.chunk_ids(chunk)
+            ids.extend(pieces)
+            done = miss + 1
+
+    def chunk_ids(self, chunk: str) -> tuple:
+        """The ids of one whitespace-free chunk (pre-tokeniser words, then WordPiece), remembered."""
+        ids: list[int] = []
+        get = self.vocab.get
+        for word in _WORDS.findall(chunk):
+            found = get(word)
+            if found is not None:  # a whole vocabulary entry is never too long (checked in for_backend)
+                ids.append(found)
+            elif len(word) > self.max_chars:
                 ids.append(self.unk_id)
             else:
                 append_pieces(ids, word, get, self.prefix, self.unk_id)
-            done = miss + 1
+        pieces = tuple(ids)
+        cache = self.chunks
+        if len(cache) >= CHUNK_CACHE_SIZE:
+            cache.clear()
+        cache[chunk] = pieces
+        return pieces
 
 
 def compact_vocab(vocab: dict) -> dict:
