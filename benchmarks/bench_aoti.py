@@ -18,8 +18,8 @@ Per shape and backend: the first call, then `warmup` calls, then `repeats` timed
 and the answers' agreement with eager (decisions, largest probability difference; answers are
 rounded to 4 decimals). Ratios: eager/aoti and compile/aoti medians (> 1 means aoti is faster).
 
-The H200 run (about 8 minutes, no network; the tokenizer comes from the demo checkpoint):
-    W=/tmp/laya-aoti; LAYA_WORDPIECE_DIR=$PWD/laya/demo_checkpoint/tokenizer \
+The H200 run (about 8 minutes, no network; the tokenizer comes from laya-mini):
+    W=/tmp/laya-aoti; LAYA_WORDPIECE_DIR=$PWD/laya/laya_mini/tokenizer \
         python3 scripts/make_checkpoint.py $W/base --shape base --seed 0
     TORCHINDUCTOR_CACHE_DIR=$W/ind-aoti timeout 330 python3 scripts/check_aoti.py --model $W/base \
         --device cuda --output-dir $W/check --max-rows 32 --no-compiled-baselines

@@ -19,7 +19,7 @@ import sys
 from typing import Any, Iterable, Iterator
 
 from .presets import PRESET_STATE_KEYS, PRESETS, state_field
-from .registry import DEMO_CHECKPOINT, canonical_name, looks_local
+from .registry import LAYA_MINI, canonical_name, looks_local
 
 DEMO_TEXT = ("Hi, I was charged twice for my March invoice and nobody has answered my last two emails. "
              "Please refund the duplicate charge today or I will cancel my subscription.")
@@ -234,7 +234,7 @@ def run(args: argparse.Namespace, out: Any, err: Any = None) -> int:
     demo = args.text == "demo" and not args.batch
     if demo:
         args.text, args.preset = DEMO_TEXT, args.preset or "triage"
-        args.model = args.model or DEMO_CHECKPOINT
+        args.model = args.model or LAYA_MINI
     predicting = bool(args.predict or args.preset or args.questions)
     if not predicting and args.min_confidence is not None:
         raise UsageError("--min-confidence needs an answering mode: add --predict with --preset NAME or "
@@ -274,8 +274,9 @@ def run(args: argparse.Namespace, out: Any, err: Any = None) -> int:
         out.flush()
 
     if demo:
-        print("laya demo: triage questions on a sample message, using the bundled DEMO checkpoint "
-              "(random weights, not trained: the answers carry no meaning).\n", file=out)
+        print("laya demo: triage questions on a sample message, using the bundled laya-mini checkpoint "
+              "(MiniLM fine-tuned on synthetic English data: good for short tickets and emails, not for "
+              "decisions that matter; see the README's model card).\n", file=out)
         print(f"message: {DEMO_TEXT}\n", file=out)
     if args.batch:
         texts = read_batch(args.batch)

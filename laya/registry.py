@@ -39,6 +39,7 @@ def resolve_model_spec(name: str) -> tuple[str, str | None] | None:
     return DEFAULT_MODELS[key] if key else None
 
 
-# A tiny checkpoint with random weights that ships inside the package, so the demo runs offline.
-# Its answers carry no meaning until a trained checkpoint replaces it.
-DEMO_CHECKPOINT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "demo_checkpoint")
+# laya-mini: the small trained checkpoint that ships inside the package (all-MiniLM-L6-v2 fine-tuned on
+# this project's synthetic typed-decision data; README "laya-mini"), so `laya demo` and quick tries run
+# offline. `laya.load()` with no arguments still means the published convaiinnovations/laya.
+LAYA_MINI = os.path.join(os.path.dirname(os.path.abspath(__file__)), "laya_mini")

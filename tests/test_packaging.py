@@ -1,4 +1,4 @@
-"""`pip wheel .` builds a wheel that carries the demo checkpoint and declares the extras."""
+"""`pip wheel .` builds a wheel that carries laya-mini and declares the extras."""
 
 import os
 import subprocess
@@ -8,7 +8,7 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_wheel_carries_demo_checkpoint_and_extras(tmp_path):
+def test_wheel_carries_laya_mini_and_extras(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "wheel", ROOT, "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(tmp_path)], check=True, capture_output=True, cwd=tmp_path)
     (wheel,) = [f for f in os.listdir(tmp_path) if f.endswith(".whl")]
@@ -18,7 +18,7 @@ def test_wheel_carries_demo_checkpoint_and_extras(tmp_path):
         entry = z.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
     for rel in ("rl_agent_config.json", "model.safetensors", "tokenizer/tokenizer.json",
                 "tokenizer/tokenizer_config.json", "encoder/config.json"):
-        assert f"laya/demo_checkpoint/{rel}" in names, rel
+        assert f"laya/laya_mini/{rel}" in names, rel
     for extra in ("fast", "onnx", "serve", "dev", "mcp", "langchain", "structured", "langgraph", "llamaindex",
                   "crewai", "agno"):
         assert f"Provides-Extra: {extra}" in meta

@@ -12,7 +12,7 @@ from laya.sequence import encode_many, rust_encode, tokenizer_view  # noqa: E402
 from laya.wordpiece import AsciiWordPiece  # noqa: E402
 
 TOKENIZER_JSON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                              "laya", "demo_checkpoint", "tokenizer", "tokenizer.json")
+                              "laya", "laya_mini", "tokenizer", "tokenizer.json")
 
 
 @pytest.fixture(scope="module")
