@@ -284,7 +284,9 @@ class Agent(Predictor):
             raise ValueError(f"a parallel-layout batch cannot run on {where}; only the eager backend runs the "
                              "parallel option layout: set_backend('eager')")
         layout = (batch.position_ids, batch.option_ids) if parallel else ()
-        if device.type == "cpu":  # collated on the host already: .to() would hand back the same tensors
+        if device.type == "cpu" or (self._backend is not None and self._backend.host_inputs):
+            # collated on the host already: on the CPU .to() would hand back the same tensors, and a
+            # host-input backend moves them itself
             tensors = (*batch.tensors(), *layout)
         else:
             tensors = tuple(t.to(device, non_blocking=True) for t in (*batch.tensors(), *layout))

@@ -87,17 +87,49 @@ class Plan:
 
 
 class _Slot:
-    """Static inputs of one plan (the CUDA graph reads these addresses) and its captured graph."""
+    """Static inputs of one plan (the CUDA graph reads these addresses) and its captured graph.
 
-    def __init__(self, plan: Plan, device: torch.device, pad_id: int):
-        self.ids = torch.full((plan.tokens,), pad_id, dtype=torch.long, device=device)
-        self.types = torch.zeros(plan.tokens, dtype=torch.long, device=device)
-        self.lens = torch.zeros(plan.rows, dtype=torch.int32, device=device)
-        self.starts = torch.zeros(plan.rows, dtype=torch.int32, device=device)  # packed: first row of each
-        self.positions = torch.zeros(plan.tokens, dtype=torch.int32, device=device)  # packed: RoPE position
+    The inputs are views of one int32 device buffer, ``static`` = [ids | types | positions | lens | starts],
+    so that a request reaches the device in one copy from a host staging buffer of the same layout
+    (``_Staging``) instead of a copy per tensor plus fill kernels.
+    """
+
+    def __init__(self, plan: Plan, device: torch.device):
+        m, b = plan.tokens, plan.rows
+        self.static = torch.zeros(3 * m + 2 * b, dtype=torch.int32, device=device)
+        self.ids, self.types, self.positions = self.static[:m], self.static[m:2 * m], self.static[2 * m:3 * m]
+        self.lens = self.static[3 * m:3 * m + b]  # tokens of each sequence (0: an empty bucket row)
+        self.starts = self.static[3 * m + b:]  # packed: first token row of each sequence
         self.graph: Any = None
         self.out: torch.Tensor | None = None
         self.runs = 0  # eager runs so far (before the capture)
+
+
+class _Staging:
+    """A reusable host buffer the requests are written into before their one copy to the device: pinned on
+    CUDA (the copy is then asynchronous), grown when a request needs more.  An event recorded after each
+    copy keeps the next request from overwriting data the device has not read yet."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.pinned = device.type == "cuda"
+        self.buffer = torch.empty(0, dtype=torch.int32)
+        self.copied: Any = None
+
+    def take(self, size: int) -> np.ndarray:
+        if self.copied is not None:
+            self.copied.synchronize()
+        if self.buffer.numel() < size:
+            self.buffer = torch.empty(max(size, 2 * self.buffer.numel()), dtype=torch.int32, pin_memory=self.pinned)
+        return self.buffer[:size].numpy()
+
+    def send(self, dst: torch.Tensor, start: int, size: int) -> None:
+        dst.copy_(self.buffer[start:start + size], non_blocking=self.pinned)
+
+    def sent(self) -> None:
+        if self.pinned:
+            self.copied = torch.cuda.Event()
+            self.copied.record()
 
 
 class _Linear:
@@ -153,6 +185,7 @@ class FastLaya:
         self.window = int(getattr(config, "sliding_window", None) or config.local_attention // 2)
         self._lock = threading.RLock()
         self._slots: dict[Plan, _Slot] = {}
+        self._staging = _Staging(self.device)
         self._pool = None
         self.captures = 0
         self.capture_after = CAPTURE_AFTER if self.use_graphs else 1
@@ -287,64 +320,74 @@ class FastLaya:
     def _slot(self, plan: Plan) -> _Slot:
         slot = self._slots.get(plan)
         if slot is None:
-            slot = self._slots[plan] = _Slot(plan, self.device, self.pad_id)
+            slot = self._slots[plan] = _Slot(plan, self.device)
         return slot
 
     # ---- the forward -------------------------------------------------------------------------------
 
     def __call__(self, input_ids, attention_mask, marker_pos, marker_mask, qtype):
-        n, length = input_ids.shape
-        # Lengths are needed on the host only to choose and fill the packed layout; a single row is
-        # always dense, so the one-request path never waits for the device.
-        lens = attention_mask.sum(1).cpu().numpy() if n > 1 else None
-        plan = self.plan(n, length, lens)
+        """Inputs are best on the host (the tilelang backend passes the collated CPU batch): they reach the
+        device in one staged copy.  Device tensors work too, at the cost of a copy back first."""
+        ids, mask, markers, live, types = (t.cpu().numpy() for t in (input_ids, attention_mask, marker_pos,
+                                                                     marker_mask, qtype))
+        n, length = ids.shape
+        lens = mask.sum(1, dtype=np.int64)
+        # a single row is always dense: its length does not choose the layout
+        plan = self.plan(n, length, lens if n > 1 else None)
         with self._lock, torch.no_grad():
             slot = self._slot(plan)
-            starts = self._fill(plan, slot, input_ids, attention_mask, qtype, lens)
+            index, live = self._fill(plan, slot, ids, lens, markers, live, types)
             hidden = self._run(plan, slot)
             # CLS row and marker rows of each question, copied out of the graph's memory under the lock.
-            index = torch.cat([torch.zeros_like(marker_pos[:, :1]), marker_pos.clamp(min=0)], 1) + starts[:, None]
-            rows = hidden.index_select(0, index.reshape(-1)).view(n, -1, self.d)
-        k = marker_pos.shape[1]
+            rows = hidden.index_select(0, index).view(n, -1, self.d)
+        k = markers.shape[1]
         compact = torch.arange(1, k + 1, device=rows.device).expand(n, k)
-        return decide(self.model, rows, compact, marker_mask)
+        return decide(self.model, rows, compact, live)
 
-    def _fill(self, plan: Plan, slot: _Slot, input_ids, attention_mask, qtype, lens) -> torch.Tensor:
-        """Write this request into the plan's static inputs; returns each row's first token row."""
-        n, length = input_ids.shape
-        b, width = plan.rows, plan.length
-        if not plan.packed:
-            ids = slot.ids.view(b, width)
-            ids.fill_(self.pad_id)
-            ids[:n, :length].copy_(input_ids)
-            types = slot.types.view(b, width)
-            types.zero_()
-            types[:n].copy_(qtype[:, None].expand(n, width))
-            slot.lens.zero_()
-            slot.lens[:n].copy_(attention_mask.sum(1))
-            return torch.arange(n, device=self.device) * width
-        # Packed: token t of row r sits at packed row offsets[r] + t; the bucket's dummy rows after the
-        # last sequence hold pad tokens at position 0.
-        lens = lens.astype(np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lens)[:-1]])
-        real = int(lens.sum())
-        row_of = np.repeat(np.arange(n), lens)
-        pos = np.arange(real) - offsets[row_of]
-        table = np.zeros((3, plan.tokens), dtype=np.int64)
-        table[0] = self.pad_id
-        table[0, :real] = input_ids.cpu().numpy()[row_of, pos]
-        table[1, :real] = qtype.cpu().numpy()[row_of]
-        table[2, :real] = pos
-        staged = torch.from_numpy(table).to(self.device)
-        slot.ids.copy_(staged[0])
-        slot.types.copy_(staged[1])
-        slot.positions.copy_(staged[2])
-        per_row = np.zeros((2, b), dtype=np.int32)
-        per_row[0, :n], per_row[1, :n] = offsets, lens
-        per_row = torch.from_numpy(per_row).to(self.device)
-        slot.starts.copy_(per_row[0])
-        slot.lens.copy_(per_row[1])
-        return torch.from_numpy(offsets).to(self.device)
+    def _fill(self, plan: Plan, slot: _Slot, ids: np.ndarray, lens: np.ndarray, markers: np.ndarray,
+              live: np.ndarray, types: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """Stage this request as [slot.static | gather index | marker mask], copy it to the device in two
+        copies from one host buffer; returns the device gather index (each row's CLS and marker token rows)
+        and marker mask."""
+        n, length = ids.shape
+        m, b, k = plan.tokens, plan.rows, markers.shape[1]
+        static = 3 * m + 2 * b
+        size = static + n * (k + 1) + n * k
+        host = self._staging.take(size)
+        tok_ids, tok_types, positions = host[:m], host[m:2 * m], host[2 * m:3 * m]
+        seq_lens, starts = host[3 * m:3 * m + b], host[3 * m + b:static]
+        tok_ids.fill(self.pad_id)
+        tok_types.fill(0)
+        positions.fill(0)
+        seq_lens.fill(0)
+        seq_lens[:n] = lens
+        starts.fill(0)
+        if plan.packed:
+            # token t of row r sits at packed row starts[r] + t; the bucket's dummy rows after the last
+            # sequence hold pad tokens at position 0
+            starts[1:n] = np.cumsum(lens[:-1])
+            real = int(lens.sum())
+            row_of = np.repeat(np.arange(n), lens)
+            pos = np.arange(real) - starts[row_of]
+            tok_ids[:real] = ids[row_of, pos]
+            tok_types[:real] = types[row_of]
+            positions[:real] = pos
+        else:
+            width = plan.length
+            starts[:n] = np.arange(n) * width
+            grid = tok_ids.reshape(b, width)
+            grid[:n, :length] = ids
+            tok_types.reshape(b, width)[:n] = types[:, None]
+        index = host[static:static + n * (k + 1)].reshape(n, k + 1)
+        index[:, 0] = 0
+        index[:, 1:] = np.maximum(markers, 0)
+        index += starts[:n, None]
+        host[static + n * (k + 1):size] = live.reshape(-1)
+        self._staging.send(slot.static, 0, static)
+        decoded = torch.empty(size - static, dtype=torch.int32, device=self.device)
+        self._staging.send(decoded, static, size - static)
+        self._staging.sent()
+        return decoded[:n * (k + 1)], decoded[n * (k + 1):].view(n, k).bool()
 
     def _run(self, plan: Plan, slot: _Slot) -> torch.Tensor:
         if not self.use_graphs or plan.tokens > GRAPH_MAX_TOKENS:

@@ -104,6 +104,18 @@ def test_repeated_calls_are_identical(agent, fast):
         assert torch.equal(a, b)
 
 
+def test_staging_buffer_reuse_keeps_results(agent, fast):
+    # One host staging buffer serves every request: a larger request grows it, and a smaller request
+    # afterwards must not see the larger one's leftovers (pad ids, types, markers, lengths).
+    small, large = make_batch([20], 1, seed=12), make_batch([70, 9, 44], 3, seed=13)
+    with torch.no_grad():
+        before = fast(*small)
+        fast(*large)
+        after = fast(*small)
+    for a, b in zip(before, after):
+        assert torch.equal(a, b)
+
+
 def test_bucket_packed_table():
     assert [bucket_packed(t) for t in (1, 16, 17, 128, 129, 255, 256, 257, 1000, 4097)] == \
         [16, 16, 32, 128, 144, 256, 256, 288, 1024, 4608]

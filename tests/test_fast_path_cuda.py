@@ -176,3 +176,19 @@ def test_deaccelerate_restores_eager(tiny_checkpoint):
     after = agent.predict(STATES[0], QUESTIONS)
     for qid in QUESTIONS:  # same decision from the stock 16-bit forward
         assert before["answers"][qid]["type"] == after["answers"][qid]["type"]
+
+
+def test_host_and_device_inputs_give_identical_outputs(fused):
+    # The backend hands FastLaya the collated host batch (one staged, pinned copy); a caller with device
+    # tensors gets them copied back first. Both must run the same plan on the same inputs: equal bits,
+    # also after other plans have grown and reused the staging buffer in between.
+    qs = check_questions(QUESTIONS)
+    rows = [r for s in STATES[:3] for r in fused._rows(str(s), False, qs, 256, 96)[1]]
+    batch = collate(rows, fused.tok.pad_token_id).tensors()
+    with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+        host = fused._fast(*batch)
+        logits_of(fused, STATES)  # other plans in between
+        device = fused._fast(*[t.cuda() for t in batch])
+    assert fused._backend.host_inputs
+    for a, b in zip(host, device):
+        assert torch.equal(a, b)

@@ -21,6 +21,7 @@ class BackendUnavailable(RuntimeError):
 class Backend:
     name = "base"
     warmup_repeats = 1  # Agent.warmup runs each synthetic shape this many times
+    host_inputs = False  # True: the forward takes the collated batch on the host and moves it itself
 
     def __init__(self, agent: Any):
         self.agent = agent
