@@ -35,6 +35,10 @@ AMP_RETRY_DEVICES = ("cpu", "mps")
 _AMP_LOCK = threading.Lock()
 
 
+# What torch.set_grad_enabled(mode) does to the grad mode, without building its context-manager object
+_set_grad_enabled = getattr(torch._C, "_set_grad_enabled", torch.set_grad_enabled)
+
+
 def inductor_cache_dir() -> str:
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
@@ -56,16 +60,21 @@ def act_probabilities(act_logits: torch.Tensor) -> Any:
     per row the answer is a list of [p0, p1] lists: the same float64 operations as the general numpy
     branch (float32 -> float64, minus the row's np.maximum, np.exp, divided by the row sum, which for two
     values is one addition in any order) with one numpy call instead of six -- numpy calls are what a
-    request pays most for once a forward has evicted them from the caches.
+    request pays most for once a forward has evicted them from the caches. The logits are read with the
+    tensor's own tolist (an fp32 host tensor needs no numpy array in between). np.exp stays one call on
+    the whole list: numpy's float64 exp is its own SIMD loop on some CPUs (not libm's exp, so not
+    math.exp), and on a single float it may take another loop with other last bits.
     """
-    act = host_array(act_logits)
-    if act.ndim == 2 and act.shape[1] == 2:
+    if act_logits.dim() == 2 and act_logits.shape[1] == 2:
+        if act_logits.dtype is not torch.float32 or not act_logits.is_cpu:
+            act_logits = act_logits.float().cpu()
         shifted = []
-        for a, b in act.tolist():  # float32 -> Python float is exact, like astype(np.float64)
+        for a, b in act_logits.tolist():  # float32 -> Python float is exact, like astype(np.float64)
             top = a if a >= b or a != a else b  # np.maximum: the larger one, NaN when either is NaN
             shifted += (a - top, b - top)
         e = np.exp(shifted).tolist()
         return [[x / (x + y), y / (x + y)] for x, y in zip(e[::2], e[1::2])]
+    act = host_array(act_logits)
     # (np.maximum/np.add.reduce are what ndarray.max/sum call, minus numpy's Python wrappers; in place:
     # the same numbers with fewer temporaries)
     act = act.astype(np.float64)
@@ -294,7 +303,7 @@ class Agent(Predictor):
             tensors = pad_tokens_to(tensors, 8, self.tok.pad_token_id)
         # torch.no_grad() as two calls: its context manager runs five Python frames on every request
         grad_was = torch.is_grad_enabled()
-        torch.set_grad_enabled(False)
+        _set_grad_enabled(False)
         try:
             # Autocast is never entered when off: entering it on some devices raises even if disabled.
             if dtype != torch.float32:
@@ -314,7 +323,7 @@ class Agent(Predictor):
             else:
                 logits, act_logits = self._call_model(tensors, on_cuda)
         finally:
-            torch.set_grad_enabled(grad_was)
+            _set_grad_enabled(grad_was)
         return host_array(logits), act_probabilities(act_logits)
 
     def _amp_failed(self, error: BaseException) -> None:

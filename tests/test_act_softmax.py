@@ -45,3 +45,12 @@ def test_other_widths_use_numpy():
     logits = torch.randn(5, 3)
     out = act_probabilities(logits)
     assert isinstance(out, np.ndarray) and out.tolist() == numpy_softmax(logits)
+
+
+def test_two_logits_from_other_dtypes_and_layouts():
+    rng = random.Random(3)
+    base = torch.tensor([[rng.gauss(0, 3), rng.gauss(0, 3)] for _ in range(12)], dtype=torch.float32)
+    for logits in (base.to(torch.bfloat16), base.to(torch.float16), base.double(), base.t().contiguous().t(),
+                   base[::2], base[:1]):
+        got = act_probabilities(logits)
+        assert isinstance(got, list) and got == numpy_softmax(logits)
