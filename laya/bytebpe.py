@@ -1,7 +1,8 @@
 """Plain-ASCII text through a byte-level BPE tokenizer (GPT-2 style, ModernBERT's kind), in Python: the Rust
 tokenizer's exact ids, faster.
 
-For a tokenizer.json of exactly this shape -- no normaliser, a ByteLevel pre-tokeniser without prefix space
+For a tokenizer.json of exactly this shape -- no normaliser or a plain NFC / NFKC one (the identity on ASCII
+text; GPT-NeoX-style tokenizers such as ModernBERT's carry NFC), a ByteLevel pre-tokeniser without prefix space
 and with its regex, a BPE model without dropout, subword prefix/suffix, byte fallback or ignore_merges --
 and a text made only of printable ASCII plus tab, newline and carriage return, the Rust pipeline reduces to:
 
@@ -34,6 +35,8 @@ _NOT_COVERED = re.compile(r"[^\t\n\r -~]")
 PIECE_CACHE_SIZE = 16384  # pieces and their ids; the cache is emptied when it is full
 WARM_PIECES = 2  # new pieces merged (and remembered) for a text left to Rust because it has too many
 _NEVER = 1 << 62
+# Unicode normal forms leave ASCII text as it is, so they change nothing on the texts covered here
+ASCII_IDENTITY_NORMALIZERS = ({"type": "NFC"}, {"type": "NFKC"})
 
 
 def byte_alphabet() -> dict:
@@ -68,7 +71,7 @@ class AsciiByteBPE:
         try:
             spec = json.loads(backend.to_str())
             pre, model = spec.get("pre_tokenizer"), spec.get("model")
-            if spec.get("normalizer") is not None:
+            if spec.get("normalizer") not in (None, *ASCII_IDENTITY_NORMALIZERS):
                 return None
             if not isinstance(pre, dict) or pre.get("type") != "ByteLevel" or pre.get("add_prefix_space") is not False \
                     or pre.get("use_regex", True) is not True or set(pre) - {"type", "add_prefix_space", "trim_offsets",

@@ -4,7 +4,7 @@
     laya "I was charged twice" --preset triage [--json]  # answer the triage questions (auto-routed)
     laya --batch texts.txt --preset email --json         # one text (or JSON state) per line -> JSONL
     laya                                                 # interactive: one text per line on stdin
-    laya demo                                            # the triage preset with the bundled demo checkpoint
+    laya demo                                            # the triage preset with the bundled laya-mini
     laya serve --help                                    # the HTTP server (needs the serve extra)
 Exit codes: 0 success, 2 bad arguments or input, 1 failure while loading or answering.
 """

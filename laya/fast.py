@@ -90,8 +90,8 @@ class _Slot:
     """Static inputs of one plan (the CUDA graph reads these addresses) and its captured graph.
 
     The inputs are views of one int32 device buffer, ``static`` = [ids | types | positions | lens | starts],
-    so that a request reaches the device in one copy from a host staging buffer of the same layout
-    (``_Staging``) instead of a copy per tensor plus fill kernels.
+    so that a request's static inputs reach the device in one copy from a host staging buffer of the
+    same layout (``_Staging``) instead of a copy per tensor plus fill kernels.
     """
 
     def __init__(self, plan: Plan, device: torch.device):
@@ -99,16 +99,16 @@ class _Slot:
         self.static = torch.zeros(3 * m + 2 * b, dtype=torch.int32, device=device)
         self.ids, self.types, self.positions = self.static[:m], self.static[m:2 * m], self.static[2 * m:3 * m]
         self.lens = self.static[3 * m:3 * m + b]  # tokens of each sequence (0: an empty bucket row)
-        self.starts = self.static[3 * m + b:]  # packed: first token row of each sequence
+        self.starts = self.static[3 * m + b:]  # first token row of each sequence (read by packed attention)
         self.graph: Any = None
         self.out: torch.Tensor | None = None
         self.runs = 0  # eager runs so far (before the capture)
 
 
 class _Staging:
-    """A reusable host buffer the requests are written into before their one copy to the device: pinned on
-    CUDA (the copy is then asynchronous), grown when a request needs more.  An event recorded after each
-    copy keeps the next request from overwriting data the device has not read yet."""
+    """A reusable host buffer each request is written into before it is copied to the device: pinned on
+    CUDA (the copies are then asynchronous), grown when a request needs more.  An event recorded after a
+    request's copies keeps the next request from overwriting data the device has not read yet."""
 
     def __init__(self, device: torch.device):
         self.device = device
@@ -127,9 +127,9 @@ class _Staging:
         dst.copy_(self.buffer[start:start + size], non_blocking=self.pinned)
 
     def sent(self) -> None:
-        if self.pinned:
+        if self.pinned:  # on the stream the copies went to: the destination device's current one
             self.copied = torch.cuda.Event()
-            self.copied.record()
+            self.copied.record(torch.cuda.current_stream(self.device))
 
 
 class _Linear:
@@ -327,7 +327,8 @@ class FastLaya:
 
     def __call__(self, input_ids, attention_mask, marker_pos, marker_mask, qtype):
         """Inputs are best on the host (the tilelang backend passes the collated CPU batch): they reach the
-        device in one staged copy.  Device tensors work too, at the cost of a copy back first."""
+        device in two copies from one staging buffer.  Device tensors work too, at the cost of a copy back
+        first."""
         ids, mask, markers, live, types = (t.cpu().numpy() for t in (input_ids, attention_mask, marker_pos,
                                                                      marker_mask, qtype))
         n, length = ids.shape
@@ -383,8 +384,9 @@ class FastLaya:
         index[:, 1:] = np.maximum(markers, 0)
         index += starts[:n, None]
         host[static + n * (k + 1):size] = live.reshape(-1)
-        self._staging.send(slot.static, 0, static)
+        # allocated before the first copy: a failure here must not leave a copy without its event
         decoded = torch.empty(size - static, dtype=torch.int32, device=self.device)
+        self._staging.send(slot.static, 0, static)
         self._staging.send(decoded, static, size - static)
         self._staging.sent()
         return decoded[:n * (k + 1)], decoded[n * (k + 1):].view(n, k).bool()
@@ -412,7 +414,7 @@ class FastLaya:
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         # thread_local: other threads keep making CUDA calls outside the lock while a plan is captured
-        # (the host copy of lengths before it, decoding after it); the default "global" mode would fail them.
+        # (decoding after it); the default "global" mode would fail them.
         with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             out = self._body(plan, slot)
         slot.graph, slot.out = graph, out

@@ -161,8 +161,19 @@ def respec(backend, change):
     return tokenizers.Tokenizer.from_str(json.dumps(spec))
 
 
+@pytest.mark.parametrize("form", ["NFC", "NFKC"])
+def test_nfc_and_nfkc_normalisers_keep_the_fast_path(backend, form):
+    # the identity on ASCII: the same ids as Rust with the normaliser in place; non-ASCII still declined
+    normalised = respec(backend, lambda s: s.update(normalizer={"type": form}))
+    wp = AsciiByteBPE.for_backend(normalised)
+    assert wp is not None
+    assert check_generated(normalised, wp, 800, 31) > 200
+    assert wp.encode("caf\u00e9") is None and wp.encode("\ufb01le") is None
+
+
 @pytest.mark.parametrize("change", [
-    lambda s: s.update(normalizer={"type": "NFC"}),
+    lambda s: s.update(normalizer={"type": "NFD"}),
+    lambda s: s.update(normalizer={"type": "Lowercase"}),
     lambda s: s["pre_tokenizer"].update(add_prefix_space=True),
     lambda s: s["pre_tokenizer"].update(use_regex=False),
     lambda s: s.update(pre_tokenizer={"type": "Sequence", "pretokenizers": [s["pre_tokenizer"]]}),
@@ -171,7 +182,7 @@ def respec(backend, change):
     lambda s: s["model"].update(ignore_merges=True),
     lambda s: s["model"].update(byte_fallback=True),
     lambda s: s["model"].update(end_of_word_suffix="</w>"),
-], ids=["normalizer", "prefix_space", "no_regex", "sequence", "whitespace", "dropout", "ignore_merges",
+], ids=["nfd", "lowercase", "prefix_space", "no_regex", "sequence", "whitespace", "dropout", "ignore_merges",
         "byte_fallback", "word_suffix"])
 def test_other_pipelines_get_no_fast_path(backend, change):
     assert AsciiByteBPE.for_backend(respec(backend, change)) is None

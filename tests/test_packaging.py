@@ -19,6 +19,7 @@ def test_wheel_carries_laya_mini_and_extras(tmp_path):
     for rel in ("rl_agent_config.json", "model.safetensors", "tokenizer/tokenizer.json",
                 "tokenizer/tokenizer_config.json", "encoder/config.json"):
         assert f"laya/laya_mini/{rel}" in names, rel
+    assert not [n for n in names if n.startswith("laya/demo_checkpoint/")]  # the random checkpoint it replaced
     for extra in ("fast", "onnx", "serve", "dev", "mcp", "langchain", "structured", "langgraph", "llamaindex",
                   "crewai", "agno"):
         assert f"Provides-Extra: {extra}" in meta
