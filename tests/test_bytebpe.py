@@ -8,6 +8,8 @@ import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
 
+from _rust_tokenizer import rust_backend, rust_ids  # noqa: E402
+
 import laya  # noqa: E402
 import laya.bytebpe as bytebpe  # noqa: E402
 from laya.bytebpe import AsciiByteBPE  # noqa: E402
@@ -23,10 +25,7 @@ WORDS = ["refund", "invoice", "charged", "Twice", "don't", "I'm", "we'll", "they
 
 @pytest.fixture(scope="module")
 def backend(bpe_checkpoint):
-    b = tokenizers.Tokenizer.from_file(os.path.join(bpe_checkpoint, "tokenizer", "tokenizer.json"))
-    b.no_padding()
-    b.no_truncation()
-    return b
+    return rust_backend(os.path.join(bpe_checkpoint, "tokenizer", "tokenizer.json"))
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +33,6 @@ def fast(backend):
     bpe = AsciiByteBPE.for_backend(backend)
     assert bpe is not None
     return bpe
-
-
-def rust_ids(backend, text):
-    return backend.encode(text, add_special_tokens=False).ids
 
 
 def settled(wp, text):

@@ -8,6 +8,8 @@ import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
 
+from _rust_tokenizer import rust_backend, rust_ids  # noqa: E402
+
 from laya.sequence import encode_many, rust_encode, tokenizer_view  # noqa: E402
 from laya.wordpiece import AsciiWordPiece  # noqa: E402
 
@@ -17,10 +19,7 @@ TOKENIZER_JSON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__
 
 @pytest.fixture(scope="module")
 def backend():
-    b = tokenizers.Tokenizer.from_file(TOKENIZER_JSON)
-    b.no_padding()
-    b.no_truncation()
-    return b
+    return rust_backend(TOKENIZER_JSON)
 
 
 @pytest.fixture(scope="module")
@@ -28,10 +27,6 @@ def fast(backend):
     wp = AsciiWordPiece.for_backend(backend)
     assert wp is not None
     return wp
-
-
-def rust_ids(backend, text):
-    return backend.encode(text, add_special_tokens=False).ids
 
 
 TEXTS = [
