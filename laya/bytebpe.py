@@ -28,10 +28,10 @@ import re
 from itertools import chain, repeat
 from typing import Any
 
+from .wordpiece import ascii_covered
+
 _PIECES = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\t\n\r A-Za-z0-9]+|[\t\n\r ]+(?![^\t\n\r ])"
                      r"|[\t\n\r ]+")
-# Anything but printable ASCII, tab, newline and carriage return: not covered, Rust tokenises it.
-_NOT_COVERED = re.compile(r"[^\t\n\r -~]")
 PIECE_CACHE_SIZE = 16384  # pieces and their ids; the cache is emptied when it is full
 WARM_PIECES = 2  # new pieces merged (and remembered) for a text left to Rust because it has too many
 _NEVER = 1 << 62
@@ -102,7 +102,7 @@ class AsciiByteBPE:
 
     def encode(self, text: str) -> list[int] | None:
         """The ids `Tokenizer.encode(text, add_special_tokens=False)` gives, or None when not covered."""
-        if not text.isascii() or (not text.isprintable() and _NOT_COVERED.search(text) is not None):
+        if not ascii_covered(text):
             return None
         for token in self.added:  # an added token would be split out first: leave such text to Rust
             if token in text:

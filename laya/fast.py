@@ -358,11 +358,8 @@ class FastLaya:
         tok_ids, tok_types, positions = host[:m], host[m:2 * m], host[2 * m:3 * m]
         seq_lens, starts = host[3 * m:3 * m + b], host[3 * m + b:static]
         tok_ids.fill(self.pad_id)
-        tok_types.fill(0)
-        positions.fill(0)
-        seq_lens.fill(0)
+        host[m:static].fill(0)  # types, positions, lengths and starts of unused rows stay 0
         seq_lens[:n] = lens
-        starts.fill(0)
         if plan.packed:
             # token t of row r sits at packed row starts[r] + t; the bucket's dummy rows after the last
             # sequence hold pad tokens at position 0

@@ -38,6 +38,15 @@ from typing import Any
 _WORDS = re.compile(r"[0-9A-Za-z]+|[!-/:-@\[-`{-~]")
 # Anything but printable ASCII, tab, newline and carriage return: not covered, Rust tokenises it.
 _NOT_COVERED = re.compile(r"[^\t\n\r -~]")
+
+
+def ascii_covered(text: str) -> bool:
+    """Whether `text` is only printable ASCII, tab, newline and CR: the texts the Python paths (this module
+    and laya.bytebpe) tokenise; anything else goes to Rust. isascii is a flag check and isprintable one C
+    loop: only texts with tabs, newlines or other control characters need the regex."""
+    return text.isascii() and (text.isprintable() or _NOT_COVERED.search(text) is None)
+
+
 # Spaces around a punctuation character change no pre-tokeniser word (it is a word of its own either way).
 _PADDED = {".": " . ", ",": " , "}
 CHUNK_CACHE_SIZE = 16384  # chunks whose ids took the slow path; the cache is emptied when it is full
@@ -103,9 +112,7 @@ class AsciiWordPiece:
 
     def encode(self, text: str) -> list[int] | None:
         """The ids `Tokenizer.encode(text, add_special_tokens=False)` gives, or None when not covered."""
-        # isascii is a flag check and isprintable one C loop: only texts with tabs, newlines or other
-        # control characters need the regex
-        if not text.isascii() or (not text.isprintable() and _NOT_COVERED.search(text) is not None):
+        if not ascii_covered(text):
             return None
         lowered = text.lower()
         gate = self.added_gate
