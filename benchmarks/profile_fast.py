@@ -1,12 +1,12 @@
-"""Where the fused forward's time goes (GPU): per-kernel CUDA time, graph vs host time, tile variants.
+"""Where the fused forward's time goes (GPU): per-kernel CUDA time, graph vs host time.
 
-    python benchmarks/profile_fast.py [--model DIR] [--variants]
+    python benchmarks/profile_fast.py [--model DIR]
 
 For a 1 x 128-token request and a ragged 64 x 5 batch (as bench_latency's cases a128 and d) it prints
 the CUDA kernels of one forward grouped by name (torch.profiler), the GPU time of the graph replay
-alone (CUDA events), and the host time of each stage of `FastLaya.__call__`.  With --variants it
-rebuilds the fast path with other small-M tiles and times the 1 x 128 forward for each.  The ragged
-batch also runs with packing off, to measure what packing gains.
+alone (CUDA events), and the host time of each stage of `FastLaya.__call__`.  The ragged batch also
+runs with packing off, to measure what packing gains.  (Tile choices are swept kernel by kernel in
+benchmarks/bench_small_gemm.py.)
 """
 
 from __future__ import annotations
@@ -19,14 +19,6 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__))]
-
-SMALL_VARIANTS = {  # (gemm small tiles, geglu small tiles, attention tiles for short plans)
-    "64x64": (dict(bm=64, bn=64, bk=64, stages=3, threads=128), dict(bm=64, bn=64, bk=64, stages=2, threads=128)),
-    "64x32": (dict(bm=64, bn=32, bk=128, stages=3, threads=128), dict(bm=64, bn=32, bk=128, stages=2, threads=128)),
-    "32x64": (dict(bm=32, bn=64, bk=128, stages=3, threads=128), dict(bm=32, bn=64, bk=128, stages=2, threads=128)),
-    "16x64": (dict(bm=16, bn=64, bk=256, stages=2, threads=128), dict(bm=16, bn=64, bk=256, stages=2, threads=128)),
-}
-
 
 def request(agent, rows: int, tokens: int, markers: int, seed: int, ragged: bool = False):
     import torch
@@ -105,7 +97,6 @@ def stage_times(fast, tensors, repeats: int = 50) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model")
-    parser.add_argument("--variants", action="store_true")
     parser.add_argument("--json")
     args = parser.parse_args()
 
@@ -118,7 +109,7 @@ def main() -> int:
     agent = laya.load(args.model or bench_checkpoint("large"), device="cuda")
     agent.set_backend("tilelang", strict=True)
     fast = agent._fast
-    report = {"env": environment(), "gpu": torch.cuda.get_device_name(), "cases": {}, "variants": {}}
+    report = {"env": environment(), "gpu": torch.cuda.get_device_name(), "cases": {}}
     cases = {"a128": request(agent, 1, 128, 1, 0), "d": request(agent, 320, 494, 5, 1, ragged=True)}
     for name, (tensors, real) in cases.items():
         fast(*tensors)
@@ -142,18 +133,6 @@ def main() -> int:
                                    "speedup": dense["call_ms"] / packed["call_ms"]}
     print(f"ragged d: dense {dense['call_ms']:.1f} ms, packed {packed['call_ms']:.1f} ms: packing "
           f"{dense['call_ms'] / packed['call_ms']:.2f}x")
-    if args.variants:
-        tensors = cases["a128"][0]
-        for label, (gemm, geglu) in SMALL_VARIANTS.items():
-            fast_module.GPU_TILES["gemm"]["small"], fast_module.GPU_TILES["geglu"]["small"] = gemm, geglu
-            try:
-                agent.set_backend("tilelang", strict=True)
-                stages = stage_times(agent._fast, tensors, 50)
-                report["variants"][label] = stages
-                print(f"variant {label}: replay GPU {stages['replay_gpu_ms']:.3f} ms, call {stages['call_ms']:.3f} ms")
-            except Exception as e:  # noqa: BLE001 - a tile the compiler rejects is reported, not fatal
-                report["variants"][label] = {"error": f"{type(e).__name__}: {e}"[:300]}
-                print(f"variant {label}: {type(e).__name__}: {str(e)[:200]}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)

@@ -37,7 +37,6 @@ from .backends.base import bucket_rows, bucket_tokens
 from .model import decide, head_heads
 
 HEAD_DH = 64  # the decision head partitions d into 64-wide heads (model.head_heads)
-SMALL_M = 2048  # token rows up to here use small GEMM tiles: more thread blocks for few rows
 PACK_RATIO = 1.15  # pack when the dense layout would compute 15% more rows than the real tokens
 # CUDA graphs pay off where launch gaps matter (few tokens).  Beyond this the forward is compute-bound
 # (4k tokens: ~8 ms of kernels against ~1 ms of launches, which overlap them), and under dynamic
@@ -50,21 +49,52 @@ GRAPH_MAX_TOKENS = 4096
 # first sight put those costs on the request path (the serve p99).  Plans that recur get their graph;
 # warmup() runs each shape this many times, so warmed shapes are captured up front.
 CAPTURE_AFTER = 3
-# Tiles measured on the H200: large-M GEMMs reach ~86% of cuBLAS with these (kernels_h200.json); for
-# small M, narrower column blocks give more thread blocks (profile_fast_h200_2026-11-29.json: a
-# 1 x 128 forward 1.80 ms with 64x32 tiles against 2.02 ms with 64x64).
+
+
+def _t(bm, bn, bk, stages, threads, splits=0):
+    return dict(bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, splits=splits)
+
+
+# Tiles per token-row class: a plan of M rows uses the first class whose bound holds M.  Measured on the
+# H200 at ModernBERT-large shapes, each GEMM timed inside a CUDA graph with its weights streamed from HBM
+# (benchmarks/bench_small_gemm.py -> small_gemm_h200_2026-11-29.json); the large-M entries are the
+# kernels_h200.json optimum (86-100% of cuBLAS).  Few rows are bandwidth- and launch-bound: narrow
+# tiles, and for the d-wide residual GEMMs split-K (splits > 0), whose fp32 partials the following
+# residual-add + LayerNorm sums, so it costs no extra kernel.
+M_CLASSES = (32, 64, 128, 256, 512, 1024, 2048, None)
 GPU_TILES = {
-    "gemm": {"small": dict(bm=64, bn=32, bk=128, stages=3, threads=128),
-             "large": dict(bm=128, bn=256, bk=64, stages=3, threads=256)},
-    "geglu": {"small": dict(bm=64, bn=32, bk=128, stages=2, threads=128),
-              "large": dict(bm=128, bn=128, bk=64, stages=3, threads=256)},
+    # N >= 3d: the encoder's and the head's QKV, the head's 4d-wide first FFN layer
+    "wide": (_t(16, 64, 128, 4, 128), _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
+             _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256), _t(128, 256, 64, 3, 256),
+             _t(128, 256, 64, 3, 256)),
+    "geglu": (_t(16, 64, 128, 3, 128), _t(64, 32, 128, 2, 128), _t(128, 32, 128, 2, 128), _t(128, 64, 64, 3, 256),
+              _t(128, 128, 64, 3, 256), _t(128, 128, 64, 3, 256), _t(128, 128, 64, 3, 256),
+              _t(128, 128, 64, 3, 256)),
+    # N = d without split-K: the head's output projections (their output is not summed by add_ln alone)
+    "narrow": (_t(64, 32, 128, 3, 128),) * 4 + (_t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
+                                                _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
+    # the encoder's attention output (K = d) and MLP down-projection (K = ffn), summed by add_ln
+    "o": (_t(16, 64, 128, 4, 128, splits=4), _t(32, 64, 128, 4, 128, splits=4), _t(32, 64, 128, 4, 128, splits=2),
+          _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128), _t(128, 128, 64, 3, 256),
+          _t(128, 256, 64, 3, 256)),
+    "down": (_t(16, 64, 128, 4, 128, splits=8), _t(32, 64, 128, 4, 128, splits=4), _t(64, 64, 128, 3, 128, splits=4),
+             _t(64, 64, 128, 3, 128, splits=2), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
+             _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
     # Row-wise kernels: one row per block for few rows (latency: more blocks, fewer serial steps per
     # thread); the measured large-M optimum otherwise (rope bm=4/128 threads, add_ln the defaults).
-    "rope": {"small": dict(bm=1, threads=128), "large": dict(bm=4, threads=128)},
-    "add_ln": {"small": dict(bm=1, threads=128), "large": dict(bm=4, threads=32)},
-    "attn_full": dict(bm=128, bn=128, stages=2, threads=256),
-    "attn_window": dict(bm=128, bn=64, stages=2, threads=256),
+    "rope": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=128),),
+    "add_ln": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=32),),
+    # Attention: 64-row query blocks give few-token plans twice the thread blocks (1 x 128 tokens: 32)
+    "attn_full": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (dict(bm=128, bn=128, stages=2, threads=256),),
+    "attn_window": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (dict(bm=128, bn=64, stages=2, threads=256),),
 }
+
+
+def m_class(tokens: int) -> int:
+    """Index into M_CLASSES (and the GPU_TILES rows) of a plan with `tokens` token rows."""
+    return next(i for i, bound in enumerate(M_CLASSES) if bound is None or tokens <= bound)
+
+
 DEFAULT_WARMUP_SHAPES = ((1, 64, 3), (1, 128, 3), (4, 128, 5))
 
 
@@ -238,47 +268,68 @@ class FastLaya:
             self.rope[kind] = (cos[0, :, :half].float().contiguous(), sin[0, :, :half].float().contiguous())
 
     def _build_kernels(self) -> None:
+        """One kernel set per token-row class: ``self.sets[c][name]``, each GEMM with its split-K factor
+        (0: plain).  Classes whose tiles agree share one compiled kernel (the factories cache by arguments).
+        The CPU specialisation keeps the kernels' default tiles but the table's split-K factors, so that
+        its tests run the same composition as the GPU."""
         d, f = self.d, self.ffn
         dt = "float32" if self.cpu else {torch.bfloat16: "bfloat16", torch.float16: "float16"}[self.dtype]
         ln_eps = self.layers[0]["mlp_norm"].eps if self.layers else 1e-5
         norm_bias = self.layers[0]["mlp_norm"].has_bias if self.layers else False
         enc_bias = self.layers[0]["qkv"].has_bias if self.layers else False
         head_eps = self.head[0]["norm1"].eps if self.head else 1e-5
-        sizes = ("small",) if self.cpu else ("small", "large")
-        tiles = (lambda kind, size=None: {}) if self.cpu else \
-            (lambda kind, size=None: dict(GPU_TILES[kind][size] if size else GPU_TILES[kind]))
+        windows = sorted({layer["window"] for layer in self.layers})
+
+        def tiles(kind: str, c: int) -> dict:
+            cfg = dict(GPU_TILES[kind][c])
+            if self.cpu:  # the kernels' default tiles, the table's split-K factor
+                return {"splits": cfg["splits"]} if cfg.get("splits") else {}
+            return cfg
+
         requests: dict[Any, tuple] = {}
-        for size in sizes:
-            for name, n, k, bias, act in (("qkv", 3 * d, d, enc_bias, "none"), ("o", d, d, enc_bias, "none"),
-                                          ("down", d, f, False, "none"), ("h_qkv", 3 * d, d, True, "none"),
-                                          ("h_o", d, d, True, "none"), ("h_ffn1", 4 * d, d, True, "relu"),
-                                          ("h_ffn2", d, 4 * d, True, "none")):
-                requests[(name, size)] = (K.gemm_kernel, (n, k), dict(bias=bias, act=act, dtype=dt,
-                                                                        **tiles("gemm", size)))
-            requests[("up", size)] = (K.gemm_geglu_kernel, (f, d), dict(dtype=dt, **tiles("geglu", size)))
-            for name, residual, bias, eps in (("add_ln", True, norm_bias, ln_eps), ("h_ln", False, True, head_eps),
-                                              ("h_add_ln", True, True, head_eps)):
-                requests[(name, size)] = (K.add_ln_kernel, (d,), dict(residual=residual, bias=bias, eps=eps,
-                                                                      dtype=dt, **tiles("add_ln", size)))
+        splits: dict[Any, int] = {}
+        for c in range(len(M_CLASSES)):
+            for name, kind, n, k, bias, act in (
+                    ("qkv", "wide", 3 * d, d, enc_bias, "none"), ("o", "o", d, d, enc_bias, "none"),
+                    ("down", "down", d, f, False, "none"), ("h_qkv", "wide", 3 * d, d, True, "none"),
+                    ("h_o", "narrow", d, d, True, "none"), ("h_ffn1", "wide", 4 * d, d, True, "relu"),
+                    ("h_ffn2", "narrow", d, 4 * d, True, "none")):
+                cfg = tiles(kind, c)
+                splits[(name, c)] = cfg.pop("splits", 0)
+                requests[(name, c)] = ((K.gemm_splitk_kernel, (n, k, splits[(name, c)]), dict(bias=bias, **cfg))
+                                       if splits[(name, c)] else
+                                       (K.gemm_kernel, (n, k), dict(bias=bias, act=act, **cfg)))
+            geglu = tiles("geglu", c)
+            geglu.pop("splits", None)
+            requests[("up", c)] = (K.gemm_geglu_kernel, (f, d), geglu)
+            # each residual GEMM's add + LayerNorm sums that GEMM's partials
+            for name, gemm, residual, bias, eps in (("ln_o", "o", True, norm_bias, ln_eps),
+                                                    ("ln_down", "down", True, norm_bias, ln_eps),
+                                                    ("h_ln", None, False, True, head_eps),
+                                                    ("h_add_ln", "h_o", True, True, head_eps)):
+                requests[(name, c)] = (K.add_ln_kernel, (d,), dict(
+                    residual=residual, bias=bias, eps=eps, splits=splits.get((gemm, c), 0), **tiles("add_ln", c)))
             for name, factory in (("rope", K.rope_kernel), ("rope_at", K.rope_positions_kernel)):
-                requests[(name, size)] = (factory, (self.heads, self.dh), dict(dtype=dt, **tiles("rope", size)))
-        for window in sorted({layer["window"] for layer in self.layers}):
-            requests[("attn", window)] = (K.attn_kernel, (None, None, self.heads, self.dh),
-                                          dict(window=window, dtype=dt,
-                                               **tiles("attn_window" if window else "attn_full")))
-        requests["h_attn"] = (K.attn_kernel, (None, None, self.head_heads, HEAD_DH),
-                              dict(window=0, dtype=dt, **tiles("attn_full")))
-        # Packed plans: attention over sequences found by (start, length).
-        for window in sorted({layer["window"] for layer in self.layers}):
-            requests[("attn_varlen", window)] = (K.attn_varlen_kernel, (self.max_len, self.heads, self.dh),
-                                                 dict(window=window, dtype=dt,
-                                                      **tiles("attn_window" if window else "attn_full")))
-        requests["h_attn_varlen"] = (K.attn_varlen_kernel, (self.max_len, self.head_heads, HEAD_DH),
-                                     dict(window=0, dtype=dt, **tiles("attn_full")))
+                requests[(name, c)] = (factory, (self.heads, self.dh), tiles("rope", c))
+            for window in windows:
+                attn = tiles("attn_window" if window else "attn_full", c)
+                requests[(("attn", window), c)] = (K.attn_kernel, (None, None, self.heads, self.dh),
+                                                   dict(window=window, **attn))
+                # packed plans: attention over sequences found by (start, length)
+                requests[(("attn_varlen", window), c)] = (K.attn_varlen_kernel, (self.max_len, self.heads, self.dh),
+                                                          dict(window=window, **attn))
+            attn = tiles("attn_full", c)
+            requests[("h_attn", c)] = (K.attn_kernel, (None, None, self.head_heads, HEAD_DH), dict(window=0, **attn))
+            requests[("h_attn_varlen", c)] = (K.attn_varlen_kernel, (self.max_len, self.head_heads, HEAD_DH),
+                                              dict(window=0, **attn))
+        for _, _, kwargs in requests.values():
+            kwargs["dtype"] = dt
         start = time.perf_counter()
-        self.k = self._compile(requests)
+        kernels = self._compile(requests)
         self.compile_s = time.perf_counter() - start
-        self._log(f"compiled {len(requests)} kernels in {self.compile_s:.1f} s")
+        self.sets = [{name: kernels[(name, c)] for name, cc in requests if cc == c} for c in range(len(M_CLASSES))]
+        self.splits = [{name: splits[(name, c)] for name, cc in splits if cc == c} for c in range(len(M_CLASSES))]
+        self._log(f"compiled {len({id(k) for k in kernels.values()})} kernels in {self.compile_s:.1f} s")
 
     def _compile(self, requests: dict) -> dict:
         if self.cpu:
@@ -420,8 +471,12 @@ class FastLaya:
 
     def _body(self, plan: Plan, slot: _Slot) -> torch.Tensor:
         """Encoder and decision head for one plan: the fp32 head output rows [M, d]."""
-        size = "small" if plan.tokens <= SMALL_M or self.cpu else "large"
-        k, d, m = self.k, self.d, plan.tokens
+        c = m_class(plan.tokens)
+        ks, d, m = self.sets[c], self.d, plan.tokens
+
+        def gemm(name: str, a: torch.Tensor, lin: _Linear) -> torch.Tensor:
+            return self._gemm(ks[name], self.splits[c][name], a, lin)
+
         x = F.layer_norm(F.embedding(slot.ids, self.emb).float(), (d,), self.emb_norm.w,
                          self.emb_norm.b if self.emb_norm.has_bias else None, self.emb_norm.eps)
         y = x.to(self.dtype)
@@ -429,29 +484,31 @@ class FastLaya:
         # the dummy rows that attention never writes stay finite.
         attn_out = torch.zeros(m, d, dtype=self.dtype, device=self.device) if plan.packed else None
         for layer in self.layers:
-            qkv = self._gemm(k[("qkv", size)], y, layer["qkv"])
+            qkv = gemm("qkv", y, layer["qkv"])
             cos, sin = self.rope[layer["kind"]]
-            o = self._attend(plan, slot, qkv, attn_out, layer["window"], self.heads, self.dh, size,
+            o = self._attend(plan, slot, ks, qkv, attn_out, layer["window"], self.heads, self.dh,
                              (cos[:plan.length], sin[:plan.length]) if not plan.packed else (cos, sin))
-            r = self._gemm(k[("o", size)], o, layer["o"])
-            y = self._add_ln(k[("add_ln", size)], x, r, layer["mlp_norm"])
+            y = self._add_ln(ks["ln_o"], x, gemm("o", o, layer["o"]), layer["mlp_norm"])
             g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
-            k[("up", size)](y, layer["up"].w, g)
-            r = self._gemm(k[("down", size)], g, layer["down"])
-            y = self._add_ln(k[("add_ln", size)], x, r, layer["next_norm"])
+            ks["up"](y, layer["up"].w, g)
+            y = self._add_ln(ks["ln_down"], x, gemm("down", g, layer["down"]), layer["next_norm"])
         x = y.float() + self.type_emb[slot.types]
         for layer in self.head:
-            y = self._add_ln(k[("h_ln", size)], x, None, layer["norm1"])
-            qkv = self._gemm(k[("h_qkv", size)], y, layer["qkv"])
-            o = self._attend(plan, slot, qkv, attn_out, None, self.head_heads, HEAD_DH, size, None)
-            r = self._gemm(k[("h_o", size)], o, layer["o"])
-            y = self._add_ln(k[("h_add_ln", size)], x, r, layer["norm2"])
-            f1 = self._gemm(k[("h_ffn1", size)], y, layer["ffn1"])
-            x.add_(self._gemm(k[("h_ffn2", size)], f1, layer["ffn2"]))
+            y = self._add_ln(ks["h_ln"], x, None, layer["norm1"])
+            qkv = gemm("h_qkv", y, layer["qkv"])
+            o = self._attend(plan, slot, ks, qkv, attn_out, None, self.head_heads, HEAD_DH, None)
+            y = self._add_ln(ks["h_add_ln"], x, gemm("h_o", o, layer["o"]), layer["norm2"])
+            f1 = gemm("h_ffn1", y, layer["ffn1"])
+            x.add_(gemm("h_ffn2", f1, layer["ffn2"]))
         return x
 
-    def _gemm(self, kernel, a: torch.Tensor, lin: _Linear) -> torch.Tensor:
-        out = torch.empty(a.shape[0], lin.w.shape[0], dtype=self.dtype, device=self.device)
+    def _gemm(self, kernel, splits: int, a: torch.Tensor, lin: _Linear) -> torch.Tensor:
+        """A @ W^T (+ b) in 16 bits [M, N], or with split-K (splits > 0) its fp32 partials [splits, M, N]
+        for the add_ln kernel compiled with the same factor."""
+        if splits:
+            out = torch.empty(splits, a.shape[0], lin.w.shape[0], dtype=torch.float32, device=self.device)
+        else:
+            out = torch.empty(a.shape[0], lin.w.shape[0], dtype=self.dtype, device=self.device)
         kernel(a, lin.w, lin.b, out)
         return out
 
@@ -461,20 +518,20 @@ class FastLaya:
         kernel(x, y if residual is None else residual, norm.w, norm.b, y)  # R is ignored without residual
         return y
 
-    def _attend(self, plan: Plan, slot: _Slot, qkv: torch.Tensor, attn_out, window: int | None, heads: int,
-                dh: int, size: str, rope) -> torch.Tensor:
+    def _attend(self, plan: Plan, slot: _Slot, ks: dict, qkv: torch.Tensor, attn_out, window: int | None,
+                heads: int, dh: int, rope) -> torch.Tensor:
         """RoPE (encoder layers) and attention for one layer; window None = the decision head's."""
-        b, width, k = plan.rows, plan.length, self.k
+        b, width = plan.rows, plan.length
         if plan.packed:
             if rope is not None:
-                k[("rope_at", size)](qkv, *rope, slot.positions)
-            kernel = k["h_attn_varlen"] if window is None else k[("attn_varlen", window)]
+                ks["rope_at"](qkv, *rope, slot.positions)
+            kernel = ks["h_attn_varlen"] if window is None else ks[("attn_varlen", window)]
             kernel(qkv.view(-1, 3, heads, dh), slot.starts, slot.lens, attn_out)
             return attn_out
         if rope is not None:
-            k[("rope", size)](qkv, *rope)
+            ks["rope"](qkv, *rope)
         out = torch.empty(b * width, heads * dh, dtype=self.dtype, device=self.device)
-        kernel = k["h_attn"] if window is None else k[("attn", window)]
+        kernel = ks["h_attn"] if window is None else ks[("attn", window)]
         kernel(qkv.view(b, width, 3, heads, dh), slot.lens, out.view(b, width, heads * dh))
         return out
 

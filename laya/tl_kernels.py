@@ -4,6 +4,7 @@ Each public factory is a pure function of shapes and options and returns a compi
 writes into caller-owned tensors (nothing is allocated per call):
 
 * ``gemm_kernel``      C[M,N] = act(A[M,K] @ W[N,K]^T (+ b[N]))          act: none | gelu (erf) | relu
+* ``gemm_splitk_kernel`` P[s,M,N] = the s-th K slice of A @ W^T (fp32 partials, for few rows)
 * ``gemm_geglu_kernel``  C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)       ModernBERT's GLU up-projection
 * ``add_ln_kernel``    X += R in place (fp32 stream), Y = LayerNorm(X) * w (+ b)
 * ``rope_kernel``      rotate-half RoPE on the q and k columns of a packed QKV buffer, in place
@@ -37,6 +38,7 @@ import threading
 __all__ = [
     "GPU_DTYPES",
     "gemm_kernel",
+    "gemm_splitk_kernel",
     "gemm_geglu_kernel",
     "add_ln_kernel",
     "rope_kernel",
@@ -318,6 +320,67 @@ def _gemm_kernel(
 gemm_kernel = _kernel_factory(_gemm_kernel)
 
 
+def _gemm_splitk_kernel(
+    N,
+    K,
+    splits,
+    bias=False,
+    bm=64,
+    bn=64,
+    bk=128,
+    stages=3,
+    threads=128,
+    dtype="bfloat16",
+    *,
+    cpu=False,
+):
+    """Split-K GEMM: ``P[s] = A[:, Ks] @ W[:, Ks]^T (+ Bv[N] in slice 0)`` for the ``splits`` K slices;
+    kernel args ``(A, W, Bv, P[splits, M, N] fp32)``.
+
+    For few rows a plain GEMM has too few thread blocks to keep the GPU busy (N=1024 at M=128: 64 with
+    64x32 tiles); slicing K multiplies them.  The fp32 partials are summed, in slice order (so the result
+    is deterministic), by their consumer: ``add_ln_kernel(splits=...)`` adds them to the residual stream.
+    """
+    _check_dtype(dtype, cpu)
+    if splits < 1:
+        raise ValueError(f"splits must be >= 1, got {splits}")
+    import tilelang.language as T
+
+    S = _Spec(cpu)
+    M = T.dynamic("m")
+    # Each slice covers a whole number of bk steps; the last may run past K, where T.copy zero-fills.
+    steps = math.ceil(math.ceil(K / splits) / bk)
+
+    @T.prim_func
+    def gemm_splitk(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bv: T.Tensor((N,), "float32"),
+        P: T.Tensor((splits, M, N), "float32"),
+    ):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), splits, threads=threads) as (bx, by, bz):
+            A_s = S.tile((bm, bk), dtype)
+            W_s = S.tile((bn, bk), dtype)
+            acc = S.acc((bm, bn), ACCUM)
+            S.swizzle()
+            T.clear(acc)
+            for ko in T.Pipelined(steps, num_stages=stages):
+                T.copy(A[by * bm, (bz * steps + ko) * bk], A_s)
+                T.copy(W[bx * bn, (bz * steps + ko) * bk], W_s)
+                T.gemm(A_s, W_s, acc, transpose_B=True)
+            for i, j in S.par(bm, bn):
+                if by * bm + i < M and bx * bn + j < N:
+                    x = acc[i, j]
+                    if bias:
+                        x = x + T.if_then_else(bz == 0, Bv[bx * bn + j], T.cast(0, ACCUM))
+                    P[bz, by * bm + i, bx * bn + j] = x
+
+    return gemm_splitk
+
+
+gemm_splitk_kernel = _kernel_factory(_gemm_splitk_kernel)
+
+
 # ----------------------------------------------------------------------------------------------
 # 2. GEGLU up-projection
 
@@ -387,6 +450,7 @@ def _add_ln_kernel(
     bm=4,
     threads=32,
     dtype="bfloat16",
+    splits=0,
     *,
     cpu=False,
 ):
@@ -395,18 +459,31 @@ def _add_ln_kernel(
     Kernel args ``(X[M,D] fp32, R[M,D], Wv[D] fp32, Bv[D] fp32, Y[M,D])``; ``R`` and ``Bv`` are
     always passed and ignored when the option is off.  Biased variance, two-pass (mean first), since
     the fp32 residual stream of ModernBERT-large reaches ~3e4 and E[x^2]-E[x]^2 would cancel.
+    ``splits > 0``: ``R`` is the fp32 partials ``[splits, M, D]`` of ``gemm_splitk_kernel``, summed in
+    slice order before they are added.
     """
     _check_dtype(dtype, cpu)
+    if splits < 0 or (splits and not residual):
+        raise ValueError(f"splits must be >= 0 and needs residual=True, got splits={splits}, residual={residual}")
     import tilelang.language as T
 
     S = _Spec(cpu)
     M = T.dynamic("m")
     inv_d = 1.0 / D
+    r_shape, r_dtype = ((splits, M, D), "float32") if splits else ((M, D), dtype)
+
+    def residual_at(R, r, j):
+        if not splits:
+            return T.cast(R[r, j], ACCUM)
+        total = R[0, r, j]
+        for s in range(1, splits):
+            total = total + R[s, r, j]
+        return total
 
     @T.prim_func
     def add_ln(
         X: T.Tensor((M, D), "float32"),
-        R: T.Tensor((M, D), dtype),
+        R: T.Tensor(r_shape, r_dtype),
         Wv: T.Tensor((D,), "float32"),
         Bv: T.Tensor((D,), "float32"),
         Y: T.Tensor((M, D), dtype),
@@ -420,7 +497,7 @@ def _add_ln_kernel(
                 r = bx * bm + i
                 if residual:
                     # fp32 + (16-bit -> fp32): bit-identical to torch's X += R.float().
-                    x[i, j] = T.if_then_else(r < M, X[r, j] + T.cast(R[r, j], ACCUM), T.cast(0, ACCUM))
+                    x[i, j] = T.if_then_else(r < M, X[r, j] + residual_at(R, r, j), T.cast(0, ACCUM))
                 else:
                     x[i, j] = T.if_then_else(r < M, X[r, j], T.cast(0, ACCUM))
             if residual:

@@ -128,6 +128,50 @@ def test_gemm_geglu_cpu():
     assert maxerr(C, ref_geglu(A, W)) < TOL
 
 
+# Split-K (K=67 in 2 or 3 slices; with bk=16 the 3-way split's last slice runs past K and is zero-filled)
+SPLIT_CASES = [(2, False), (3, True)]
+
+
+def splitk_partials(A, W, b, splits, bias):
+    P = torch.full((splits, A.shape[0], W.shape[0]), float("nan"))
+    K.compile_cpu(K.gemm_splitk_kernel, N_, K_, splits, bias=bias, bm=16, bn=32, bk=16)(A, W, b, P)
+    return P
+
+
+@pytest.mark.parametrize("splits,bias", SPLIT_CASES)
+def test_gemm_splitk_cpu(splits, bias):
+    A, W, b = gemm_inputs()
+    P = splitk_partials(A, W, b, splits, bias)
+    assert maxerr(P.sum(0), ref_gemm(A, W, b if bias else None, "none")) < TOL
+    # each slice is a real part of the K sum: slice 0 holds the bias and the first 16*steps columns
+    steps = math.ceil(math.ceil(K_ / splits) / 16)
+    first = ref_gemm(A[:, :16 * steps], W[:, :16 * steps], b if bias else None, "none")
+    assert maxerr(P[0], first) < TOL
+
+
+@pytest.mark.parametrize("splits", [2, 3])
+def test_add_ln_sums_split_partials(splits):
+    X, _, w, b = ln_inputs()
+    P = gen(11)(splits, LN_M, LN_D, scale=50.0)
+    X0 = X.clone()
+    Y = torch.full((LN_M, LN_D), float("nan"))
+    K.compile_cpu(K.add_ln_kernel, LN_D, splits=splits, bias=True)(X, P, w, b, Y)
+    total = P[0].clone()
+    for s in range(1, splits):
+        total += P[s]
+    # the slices are summed in fp32 before the add (the GPU build keeps that order; the CPU build's
+    # -ffast-math may reassociate, so fp32 rounding is allowed here)
+    assert torch.allclose(X, X0 + total, rtol=1e-6, atol=1e-3)
+    assert maxerr(Y, ref_ln(X0 + total, w, b)) < TOL
+
+
+def test_split_options_are_checked():
+    with pytest.raises(ValueError, match="splits must be >= 1"):
+        K.gemm_splitk_kernel(64, 64, 0)
+    with pytest.raises(ValueError, match="needs residual=True"):
+        K.add_ln_kernel(64, residual=False, splits=2)
+
+
 # ----------------------------------------------------------------------------------------------
 # residual add + LayerNorm (all four combinations; residual stream around 3e3)
 
@@ -255,6 +299,8 @@ def gpu_kernels():
     for dt in TL_NAME.values():
         reqs += [(K.gemm_kernel, (N_, K_), dict(bias=b, act=a, dtype=dt)) for b, a in GEMM_CASES]
         reqs.append((K.gemm_geglu_kernel, (N_, K_), dict(dtype=dt)))
+        reqs += [(K.gemm_splitk_kernel, (N_, K_, s), dict(bias=b, bm=16, bn=32, bk=16, dtype=dt))
+                 for s, b in SPLIT_CASES]
         reqs += [(K.add_ln_kernel, (LN_D,), dict(residual=r, bias=b, dtype=dt)) for r, b in LN_CASES]
         reqs.append((K.rope_kernel, (RH, RDh), dict(dtype=dt)))
         for w, dyn in ATTN_CASES:
@@ -286,6 +332,19 @@ def test_gemm_cpu_vs_gpu(gpu_kernels, dt, bias, act):
     Cg = torch.empty(M_, N_, dtype=dt, device="cuda")
     K.gemm_kernel(N_, K_, bias=bias, act=act, dtype=TL_NAME[dt])(Ag, Wg, b.cuda(), Cg)
     assert maxerr(Cg.cpu(), Cc) < TOL_GPU
+
+
+@needs_cuda
+@pytest.mark.parametrize("dt", GPU_DTYPES)
+@pytest.mark.parametrize("splits,bias", SPLIT_CASES)
+def test_gemm_splitk_cpu_vs_gpu(gpu_kernels, dt, splits, bias):
+    A, W, b = gemm_inputs()
+    (Ag, Ac), (Wg, Wc) = rounded(A, dt), rounded(W, dt)
+    Pc = splitk_partials(Ac, Wc, b, splits, bias)
+    Pg = torch.full((splits, M_, N_), float("nan"), device="cuda")
+    K.gemm_splitk_kernel(N_, K_, splits, bias=bias, bm=16, bn=32, bk=16, dtype=TL_NAME[dt])(Ag, Wg, b.cuda(), Pg)
+    # fp32 partials of the same 16-bit operands: only the summation order differs
+    assert maxerr(Pg.cpu(), Pc) < 1e-3
 
 
 @needs_cuda

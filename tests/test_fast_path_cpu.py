@@ -21,7 +21,7 @@ if shutil.which("g++") is None and shutil.which("c++") is None:
 
 from _compare import assert_same  # noqa: E402
 from laya import fast as fast_module  # noqa: E402
-from laya.fast import FastLaya, Plan, bucket_packed  # noqa: E402
+from laya.fast import GPU_TILES, M_CLASSES, FastLaya, Plan, bucket_packed, m_class  # noqa: E402
 
 pytestmark = pytest.mark.fast_extra
 
@@ -114,6 +114,17 @@ def test_staging_buffer_reuse_keeps_results(agent, fast):
         after = fast(*small)
     for a, b in zip(before, after):
         assert torch.equal(a, b)
+
+
+def test_tile_table_has_a_row_per_class_and_only_residual_gemms_split(fast):
+    assert all(len(row) == len(M_CLASSES) for row in GPU_TILES.values())
+    assert [m_class(t) for t in (1, 32, 33, 128, 129, 2048, 2049, 10**6)] == [0, 0, 1, 2, 3, 6, 7, 7]
+    # split-K partials are summed by add_ln, so only the GEMMs whose output goes there may split; the
+    # CPU specialisation keeps the factors, so the tests above run the split composition for few rows
+    assert fast.splits[m_class(16)]["down"] > 1 and fast.splits[m_class(16)]["o"] > 1
+    assert fast.splits[m_class(4096)] == dict.fromkeys(fast.splits[m_class(4096)], 0)
+    for per_class in fast.splits:
+        assert {name for name, s in per_class.items() if s} <= {"o", "down"}
 
 
 def test_bucket_packed_table():
