@@ -46,8 +46,9 @@ def inductor_cache_dir() -> str:
 
 
 def host_array(t: torch.Tensor) -> np.ndarray:
-    """`t.float().cpu().numpy()`, skipping the two no-op calls for an fp32 tensor already on the host."""
-    if t.dtype != torch.float32 or t.device.type != "cpu":
+    """`t.float().cpu().numpy()`, skipping the two no-op calls for an fp32 tensor already on the host
+    (`is_cpu` rather than `device.type`: no device object built per request)."""
+    if t.dtype is not torch.float32 or not t.is_cpu:
         t = t.float().cpu()
     return t.numpy()
 
@@ -65,7 +66,8 @@ def act_probabilities(act_logits: torch.Tensor) -> Any:
     the whole list: numpy's float64 exp is its own SIMD loop on some CPUs (not libm's exp, so not
     math.exp), and on a single float it may take another loop with other last bits.
     """
-    if act_logits.dim() == 2 and act_logits.shape[1] == 2:
+    shape = act_logits.shape  # (one attribute read instead of dim() and shape)
+    if len(shape) == 2 and shape[1] == 2:
         if act_logits.dtype is not torch.float32 or not act_logits.is_cpu:
             act_logits = act_logits.float().cpu()
         shifted = []

@@ -108,6 +108,27 @@ def apply_binning_map(conf: float, bucket: str, binning_map: dict | None) -> flo
     return float(entry["values"][index])
 
 
+# 1.5 * 2**52: for |y| < 2**51, (y + _TO_INTEGER) - _TO_INTEGER is y rounded to an integer, ties to even
+_TO_INTEGER = 6755399441055744.0
+
+
+def round4(x: float) -> float:
+    """`round(x, 4)` for a float, bit for bit, about twice as fast: round() writes the number out in
+    decimal (dtoa, snprintf) and parses it back (strtod), a long code path every answer runs several times.
+
+    round(x, 4) is the float nearest to m / 10**4, m being the integer nearest to the exact x * 10**4 (ties
+    to even). y = x * 1e4 is that product within 2**-13 while |y| < 1e12, so when y lies within 0.49 of
+    the integer n it rounds to, m = n, and n / 1e4 -- one correctly rounded division -- is that nearest
+    float. Anything else (a near-tie, NaN, inf, |y| >= 1e12) takes round() itself; a zero result takes
+    x's sign (x * 0.0), as round() gives -0.0 for a small negative x. tests/test_overhead_paths.py pins it.
+    """
+    y = x * 10000.0
+    n = (y + _TO_INTEGER) - _TO_INTEGER
+    if -0.49 < y - n < 0.49 and -1e12 < y < 1e12:
+        return n / 10000.0 if n else x * 0.0
+    return round(x, ROUND)
+
+
 def softmax(z: Any) -> list[float]:
     """Max-shifted softmax in float64 on a short sequence."""
     z = [float(v) for v in z]
@@ -199,23 +220,23 @@ def decode_planned(plan: DecodePlan, logits_row: Any, act_prob: Any) -> dict:
     ans_conf = ans_conf if ans_conf < 1.0 else 1.0
     if plan.binning is not None:
         ans_conf = apply_binning_map(ans_conf, plan.bucket, plan.binning)
-    action = {"act_probability": round(float(act_prob), ROUND)}
+    action = {"act_probability": round4(float(act_prob))}
     kind = plan.kind
     if kind == "choice":
         best = max(range(k), key=p.__getitem__)  # first of equal maxima, like argmax
         return {"type": "choice", "choice": plan.labels[best],
-                "probabilities": dict(zip(plan.keys, [round(v, ROUND) for v in p])),
-                "confidence": round(conf, ROUND), "answer_confidence": round(ans_conf, ROUND), "action": action}
+                "probabilities": dict(zip(plan.keys, [round4(v) for v in p])),
+                "confidence": round4(conf), "answer_confidence": round4(ans_conf), "action": action}
     if kind == "score":
         expected = sum([i * v for i, v in enumerate(p)])
-        return {"type": "score", "score": round(expected, ROUND), "legend": dict(plan.legend),
-                "probabilities": dict(zip(plan.keys, [round(v, ROUND) for v in p])),
-                "confidence": round(conf, ROUND), "answer_confidence": round(ans_conf, ROUND), "action": action}
+        return {"type": "score", "score": round4(expected), "legend": dict(plan.legend),
+                "probabilities": dict(zip(plan.keys, [round4(v) for v in p])),
+                "confidence": round4(conf), "answer_confidence": round4(ans_conf), "action": action}
     p_true = p[1]
     p_false = 1.0 - p_true
-    return {"type": "noul", "noul": round(p_true, ROUND),
-            "confidence": round(p_false if p_false > p_true else p_true, ROUND),  # max(p_true, 1 - p_true)
-            "answer_confidence": round(ans_conf, ROUND), "action": action}
+    return {"type": "noul", "noul": round4(p_true),
+            "confidence": round4(p_false if p_false > p_true else p_true),  # max(p_true, 1 - p_true)
+            "answer_confidence": round4(ans_conf), "action": action}
 
 
 def decode_answer(q: Question, logits_row: Any, act_prob: float, cal: Calibration,
