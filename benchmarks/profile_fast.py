@@ -6,7 +6,7 @@ For a 1 x 128-token request and a ragged 64 x 5 batch (as bench_latency's cases 
 the CUDA kernels of one forward grouped by name (torch.profiler), the GPU time of the graph replay
 alone (CUDA events), and the host time of each stage of `FastLaya.__call__`.  The ragged batch also
 runs with packing off, to measure what packing gains.  (Tile choices are swept kernel by kernel in
-benchmarks/bench_small_gemm.py.)
+benchmarks/bench_tiles.py.)
 """
 
 from __future__ import annotations
@@ -73,12 +73,13 @@ def stage_times(fast, tensors, repeats: int = 50) -> dict:
             fast(*tensors)
             torch.cuda.synchronize()
             out["call_ms"].append(1e3 * (time.perf_counter() - t0))
-            lens = tensors[1].sum(1).cpu().numpy() if n > 1 else None
-            plan = fast.plan(n, length, lens)
+            ids, mask, markers, live, types = (t.cpu().numpy() for t in tensors)
+            lens = mask.sum(1, dtype=np.int64)
+            plan = fast.plan(n, length, lens if n > 1 else None)
             slot = fast._slot(plan)
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            fast._fill(plan, slot, tensors[0], tensors[1], tensors[4], lens)
+            fast._fill(plan, slot, ids, lens, markers, live, types)
             t1 = time.perf_counter()
             torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

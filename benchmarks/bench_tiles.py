@@ -1,7 +1,9 @@
-"""Tile sweep for the fast path's few-row kernels (issue 5): which GEMM / attention tiles, and which split-K
-factor, are fastest at each token-row count M of a ModernBERT-large layer?  (H200; writes JSON.)
+"""Tile sweep for the fast path's kernels (issue 5): which GEMM / attention tiles, and which split-K factor,
+are fastest at each token-row count M of a ModernBERT-large layer?  (H200; writes JSON.)
 
-    python benchmarks/bench_small_gemm.py --out benchmarks/results/small_gemm_h200_<date>.json
+    python benchmarks/bench_tiles.py [--ms 16,64,...] [--no-attention] --out benchmarks/results/<name>.json
+
+Few rows (M < 4096) try the small-tile and split-K candidates, many rows the large-tile ones.
 
 Every candidate is timed the way the fast path runs it: inside a CUDA graph (no Python launch cost),
 one call per layer's worth of *different* weights (a ring of copies larger than the L2 cache, so each
@@ -49,6 +51,19 @@ SPLIT_TILES = [dict(bm=64, bn=64, bk=128, stages=3, threads=128),
                dict(bm=32, bn=64, bk=128, stages=4, threads=128),
                dict(bm=16, bn=64, bk=128, stages=4, threads=128)]
 SPLITS = (2, 4, 8)
+LARGE_M = 4096  # from here on the large-tile candidates (no split-K: enough thread blocks without it)
+LARGE = [dict(bm=128, bn=256, bk=64, stages=3, threads=256),  # the fast path's large tiles so far
+         dict(bm=128, bn=256, bk=64, stages=4, threads=256),
+         dict(bm=256, bn=128, bk=64, stages=3, threads=256),
+         dict(bm=128, bn=128, bk=64, stages=4, threads=256),
+         dict(bm=128, bn=256, bk=32, stages=4, threads=256),
+         dict(bm=128, bn=128, bk=64, stages=3, threads=256)]
+GEGLU_LARGE = [dict(bm=128, bn=128, bk=64, stages=3, threads=256),  # "large" so far
+               dict(bm=128, bn=128, bk=64, stages=4, threads=256),
+               dict(bm=128, bn=64, bk=64, stages=4, threads=256),
+               dict(bm=256, bn=64, bk=64, stages=3, threads=256),
+               dict(bm=128, bn=128, bk=32, stages=4, threads=256),
+               dict(bm=64, bn=256, bk=64, stages=3, threads=256)]
 GEGLU = [dict(bm=64, bn=32, bk=128, stages=2, threads=128),  # "small" so far
          dict(bm=128, bn=128, bk=64, stages=3, threads=256),  # "large"
          dict(bm=128, bn=32, bk=128, stages=2, threads=128),
@@ -120,16 +135,18 @@ def try_graph(build) -> float | None:
         return None
 
 
-def precompile() -> None:
+def precompile(ms: list[int], attention: bool) -> None:
+    small, large = any(m < LARGE_M for m in ms), any(m >= LARGE_M for m in ms)
     reqs = []
     for n, k in ((3 * D, D), (D, D), (D, FF)):
-        reqs += [(K.gemm_kernel, (n, k), c) for c in PLAIN]
-    for n, k in ((D, D), (D, FF)):
-        reqs += [(K.gemm_splitk_kernel, (n, k, s), c) for s in SPLITS for c in SPLIT_TILES]
-    reqs += [(K.gemm_geglu_kernel, (FF, D), c) for c in GEGLU]
+        reqs += [(K.gemm_kernel, (n, k), c) for c in (PLAIN if small else []) + (LARGE if large else [])]
+    if small:
+        for n, k in ((D, D), (D, FF)):
+            reqs += [(K.gemm_splitk_kernel, (n, k, s), c) for s in SPLITS for c in SPLIT_TILES]
+    reqs += [(K.gemm_geglu_kernel, (FF, D), c) for c in (GEGLU if small else []) + (GEGLU_LARGE if large else [])]
     for s in (0,) + SPLITS:
         reqs += [(K.add_ln_kernel, (D,), dict(splits=s, **ln)) for ln in (LN_SMALL, LN_LARGE)]
-    for window in (0, 64):
+    for window in (0, 64) if attention else ():
         reqs += [(K.attn_kernel, (None, None, H, DH), dict(window=window, **c)) for c in ATTN]
     try:
         K.compile_many(reqs)
@@ -156,7 +173,7 @@ def sweep_qkv_geglu(m: int, out: dict) -> None:
         entry = {"N": n, "K": k, "weight_bytes": rows * k * 2}
         entry["cublas_ms"] = graph_ms([lambda w=w: torch.matmul(a, w.t(), out=y) for w in calls])
         cands = {}
-        for cfg in (GEGLU if fused else PLAIN):
+        for cfg in ((GEGLU if fused else PLAIN) if m < LARGE_M else (GEGLU_LARGE if fused else LARGE)):
             kern = kernel_or_none(K.gemm_geglu_kernel, FF, D, **cfg) if fused else \
                 kernel_or_none(K.gemm_kernel, n, k, **cfg)
             if kern is None:
@@ -173,7 +190,7 @@ def sweep_qkv_geglu(m: int, out: dict) -> None:
 
 def sweep_residual(m: int, out: dict) -> None:
     """Attention output (K=1024) and MLP down (K=2624): GEMM + its residual-add + LayerNorm."""
-    ln = LN_SMALL if m <= 2048 else LN_LARGE
+    ln = LN_SMALL if m < LARGE_M else LN_LARGE
     for name, n, k in (("o", D, D), ("down", D, FF)):
         weights = ring(n, k)
         calls = [weights[i % len(weights)] for i in range(CALLS)]
@@ -187,14 +204,14 @@ def sweep_residual(m: int, out: dict) -> None:
         plain_ln = K.add_ln_kernel(D, splits=0, **ln)
         entry["add_ln_alone_ms"] = graph_ms([lambda: plain_ln(x, r, ones, zero, y)] * CALLS)
         cands = {}
-        for cfg in PLAIN:
+        for cfg in PLAIN if m < LARGE_M else LARGE:
             kern = kernel_or_none(K.gemm_kernel, n, k, **cfg)
             if kern is None:
                 continue
             cands["plain " + label(cfg)] = try_graph(
                 lambda kern=kern: [f for w in calls for f in (lambda w=w: kern(a, w, zero, r),
                                                               lambda: plain_ln(x, r, ones, zero, y))])
-        for s in SPLITS:
+        for s in SPLITS if m < LARGE_M else ():
             p = torch.empty(s, m, n, device=DEV)
             split_ln = K.add_ln_kernel(D, splits=s, **ln)
             for cfg in SPLIT_TILES:
@@ -263,19 +280,22 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="benchmarks/results/small_gemm.json")
     ap.add_argument("--ms", default=",".join(map(str, MS)))
+    ap.add_argument("--no-attention", action="store_true")
     args = ap.parse_args()
+    ms = [int(v) for v in args.ms.split(",")]
     torch.manual_seed(0)
-    precompile()
+    precompile(ms, not args.no_attention)
     copy_tb_s = copy_bandwidth()
     results: dict = {}
-    for m in (int(v) for v in args.ms.split(",")):
+    for m in ms:
         print(f"M={m}", file=sys.stderr)
         sweep_qkv_geglu(m, results)
         sweep_residual(m, results)
-    sweep_attention(results)
+    if not args.no_attention:
+        sweep_attention(results)
     lines = summarise(results, copy_tb_s)
     record = {
-        "what": "few-row tile sweep of the fast path's kernels, ModernBERT-large shapes, bf16, CUDA-graph timed, "
+        "what": "tile sweep of the fast path's kernels, ModernBERT-large shapes, bf16, CUDA-graph timed, "
                 "weights streamed from HBM (ring of copies); residual GEMMs timed with their add+LayerNorm",
         "gpu": torch.cuda.get_device_name(), "env": environment(), "copy_tb_s": copy_tb_s,
         "calls_per_graph": CALLS, "ring_bytes": RING_BYTES, "results": results,
