@@ -28,7 +28,11 @@ collation, the numpy calls, decoding) runs ~2-3x slower than in B's back-to-back
 2-core EPYC VM (2026-11-29) by timing the stages right after a real forward: the slowdown is the same
 after 30 ms of busy-waiting (not OpenMP threads spinning; GOMP_SPINCOUNT=0 changes nothing either) and
 the forward hooks cost a few microseconds. It is a real cost of a call, so A1 keeps it; at 32 states the
-forward's eviction is paid once for many states and A1 comes close to B.
+forward's eviction is paid once for many states and A1 comes close to B. The forward is not the only
+evictor: on that VM 20 calls of round(math.exp(x), 4) take ~1.5x as long after a 1 ms pure-Python spin
+loop (no memory traffic) and ~5x after a 10 ms one, as after a forward (2026-11-29). The caches go cold
+within milliseconds whatever runs, so a request pays roughly for the code and data it touches: numpy and
+torch calls (long C++ paths) most, which is why the request path makes as few as it can.
 
 Checkpoints are built with scripts/make_checkpoint.py (random weights, WordPiece tokenizer) into a
 temporary directory, or into --checkpoint-dir to reuse them across runs. Never point that inside the

@@ -263,10 +263,10 @@ def collate(rows: list[Row], pad_id: int, parallel: bool = False) -> Batch:
     """Right-pad rows into one batch (rows in (state, question) order); `parallel` adds the parallel
     option layout's position and option ids (laya.parallel_layout).
 
-    Each tensor is assembled as bytes and handed to torch in one call (torch.frombuffer: no copy), about
-    nine torch calls per batch where filling numpy buffers row by row took some thirty numpy calls: right
-    after a model forward has evicted the CPU caches, each such call costs several microseconds whatever it
-    does (benchmarks/bench_overhead.py), while joining bytes is a memcpy.
+    Each tensor is assembled as bytes and handed to torch in one call (torch.frombuffer: no copy), so a
+    batch costs nine torch calls however many rows it has. With the CPU caches cold, as they are around a
+    model forward, every numpy or torch call costs several microseconds whatever it does
+    (benchmarks/bench_overhead.py), while joining bytes is a memcpy.
     """
     n = len(rows)
     width = max([len(r.ids) for r in rows])
