@@ -6,11 +6,9 @@ batch shape, so a batch can run in one of two layouts (``Plan``):
 * dense:  rows x padded length (M = B * L).  Attention reads the QKV GEMM output in place.  Used when
   padding is cheap (one row, or rows of similar length).
 * packed: only the batch's real tokens, one sequence after another (M = their count, bucketed up).
-  Padded tokens are never computed: attention (``attn_varlen_kernel``) finds each sequence by its first
-  row and length.  The bucket's dummy rows belong to no sequence; they only need to stay finite.
-
-In both layouts the encoder's attention kernels apply RoPE to q and k as they load them (position =
-index within the sequence), so there is no separate RoPE pass.
+  Padded tokens are never computed: RoPE takes each row's position from a table and attention
+  (``attn_varlen_kernel``) finds each sequence by its first row and length.  The bucket's dummy rows
+  belong to no sequence; they only need to stay finite.
 
 The residual stream stays fp32 (ModernBERT-large activations reach ~3e4); GEMM operands are 16-bit
 copies made once.  On CUDA each plan that recurs (CAPTURE_AFTER runs) is captured once into a CUDA
@@ -83,8 +81,9 @@ GPU_TILES = {
     "down": (_t(16, 64, 128, 4, 128, splits=8), _t(32, 64, 128, 4, 128, splits=4), _t(64, 64, 128, 3, 128, splits=4),
              _t(64, 64, 128, 3, 128, splits=2), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
              _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
-    # Row-wise: one row per block for few rows (latency: more blocks, fewer serial steps per thread);
-    # the measured large-M optimum (the kernel's defaults) otherwise.
+    # Row-wise kernels: one row per block for few rows (latency: more blocks, fewer serial steps per
+    # thread); the measured large-M optimum otherwise (rope bm=4/128 threads, add_ln the defaults).
+    "rope": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=128),),
     "add_ln": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=32),),
     # Attention: 64-row query blocks give few-token plans twice the thread blocks (1 x 128 tokens: 32)
     "attn_full": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (dict(bm=128, bn=128, stages=2, threads=256),),
@@ -121,17 +120,17 @@ class Plan:
 class _Slot:
     """Static inputs of one plan (the CUDA graph reads these addresses) and its captured graph.
 
-    The inputs are views of one int32 device buffer, ``static`` = [ids | types | lens | starts],
+    The inputs are views of one int32 device buffer, ``static`` = [ids | types | positions | lens | starts],
     so that a request's static inputs reach the device in one copy from a host staging buffer of the
     same layout (``_Staging``) instead of a copy per tensor plus fill kernels.
     """
 
     def __init__(self, plan: Plan, device: torch.device):
         m, b = plan.tokens, plan.rows
-        self.static = torch.zeros(2 * m + 2 * b, dtype=torch.int32, device=device)
-        self.ids, self.types = self.static[:m], self.static[m:2 * m]
-        self.lens = self.static[2 * m:2 * m + b]  # tokens of each sequence (0: an empty bucket row)
-        self.starts = self.static[2 * m + b:]  # first token row of each sequence (read by packed attention)
+        self.static = torch.zeros(3 * m + 2 * b, dtype=torch.int32, device=device)
+        self.ids, self.types, self.positions = self.static[:m], self.static[m:2 * m], self.static[2 * m:3 * m]
+        self.lens = self.static[3 * m:3 * m + b]  # tokens of each sequence (0: an empty bucket row)
+        self.starts = self.static[3 * m + b:]  # first token row of each sequence (read by packed attention)
         self.graph: Any = None
         self.out: torch.Tensor | None = None
         self.runs = 0  # eager runs so far (before the capture)
@@ -311,13 +310,15 @@ class FastLaya:
                                                     ("h_add_ln", "h_o", True, True, head_eps)):
                 requests[(name, c)] = (K.add_ln_kernel, (d,), dict(
                     residual=residual, bias=bias, eps=eps, splits=splits.get((gemm, c), 0), **tiles("add_ln", c)))
-            for window in windows:  # encoder attention rotates q and k (RoPE) as it loads them
+            for name, factory in (("rope", K.rope_kernel), ("rope_at", K.rope_positions_kernel)):
+                requests[(name, c)] = (factory, (self.heads, self.dh), tiles("rope", c))
+            for window in windows:
                 attn = tiles("attn_window" if window else "attn_full", c)
                 requests[(("attn", window), c)] = (K.attn_kernel, (None, None, self.heads, self.dh),
-                                                   dict(window=window, rope=True, **attn))
+                                                   dict(window=window, **attn))
                 # packed plans: attention over sequences found by (start, length)
                 requests[(("attn_varlen", window), c)] = (K.attn_varlen_kernel, (self.max_len, self.heads, self.dh),
-                                                          dict(window=window, rope=True, **attn))
+                                                          dict(window=window, **attn))
             attn = tiles("attn_full", c)
             requests[("h_attn", c)] = (K.attn_kernel, (None, None, self.head_heads, HEAD_DH), dict(window=0, **attn))
             requests[("h_attn_varlen", c)] = (K.attn_varlen_kernel, (self.max_len, self.head_heads, HEAD_DH),
@@ -403,22 +404,24 @@ class FastLaya:
         and marker mask."""
         n, length = ids.shape
         m, b, k = plan.tokens, plan.rows, markers.shape[1]
-        static = 2 * m + 2 * b
+        static = 3 * m + 2 * b
         size = static + n * (k + 1) + n * k
         host = self._staging.take(size)
-        tok_ids, tok_types = host[:m], host[m:2 * m]
-        seq_lens, starts = host[2 * m:2 * m + b], host[2 * m + b:static]
+        tok_ids, tok_types, positions = host[:m], host[m:2 * m], host[2 * m:3 * m]
+        seq_lens, starts = host[3 * m:3 * m + b], host[3 * m + b:static]
         tok_ids.fill(self.pad_id)
-        host[m:static].fill(0)  # types, lengths and starts of unused rows stay 0
+        host[m:static].fill(0)  # types, positions, lengths and starts of unused rows stay 0
         seq_lens[:n] = lens
         if plan.packed:
-            # token t of row r sits at packed row starts[r] + t (its RoPE position is t: attention counts
-            # from each sequence's start); the bucket's dummy rows after the last sequence hold pad tokens
+            # token t of row r sits at packed row starts[r] + t; the bucket's dummy rows after the last
+            # sequence hold pad tokens at position 0
             starts[1:n] = np.cumsum(lens[:-1])
             real = int(lens.sum())
             row_of = np.repeat(np.arange(n), lens)
-            tok_ids[:real] = ids[row_of, np.arange(real) - starts[row_of]]
+            pos = np.arange(real) - starts[row_of]
+            tok_ids[:real] = ids[row_of, pos]
             tok_types[:real] = types[row_of]
+            positions[:real] = pos
         else:
             width = plan.length
             starts[:n] = np.arange(n) * width
@@ -483,8 +486,9 @@ class FastLaya:
         attn_out = torch.zeros(m, d, dtype=self.dtype, device=self.device) if plan.packed else None
         for layer in self.layers:
             qkv = gemm("qkv", y, layer["qkv"])
+            cos, sin = self.rope[layer["kind"]]
             o = self._attend(plan, slot, ks, qkv, attn_out, layer["window"], self.heads, self.dh,
-                             self.rope[layer["kind"]])
+                             (cos[:plan.length], sin[:plan.length]) if not plan.packed else (cos, sin))
             y = self._add_ln(ks["ln_o"], x, gemm("o", o, layer["o"]), layer["mlp_norm"])
             g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
             ks["up"](y, layer["up"].w, g)
@@ -493,7 +497,7 @@ class FastLaya:
         for layer in self.head:
             y = self._add_ln(ks["h_ln"], x, None, layer["norm1"])
             qkv = gemm("h_qkv", y, layer["qkv"])
-            o = self._attend(plan, slot, ks, qkv, attn_out, None, self.head_heads, HEAD_DH)
+            o = self._attend(plan, slot, ks, qkv, attn_out, None, self.head_heads, HEAD_DH, None)
             y = self._add_ln(ks["h_add_ln"], x, gemm("h_o", o, layer["o"]), layer["norm2"])
             f1 = gemm("h_ffn1", y, layer["ffn1"])
             x.add_(gemm("h_ffn2", f1, layer["ffn2"]))
@@ -516,17 +520,20 @@ class FastLaya:
         return y
 
     def _attend(self, plan: Plan, slot: _Slot, ks: dict, qkv: torch.Tensor, attn_out, window: int | None,
-                heads: int, dh: int, rope: tuple = ()) -> torch.Tensor:
-        """Attention for one layer; window None = the decision head's (no RoPE).  Encoder layers pass their
-        (cos, sin) tables: the kernel rotates q and k at their position within the sequence as it loads them."""
+                heads: int, dh: int, rope) -> torch.Tensor:
+        """RoPE (encoder layers) and attention for one layer; window None = the decision head's."""
         b, width = plan.rows, plan.length
         if plan.packed:
+            if rope is not None:
+                ks["rope_at"](qkv, *rope, slot.positions)
             kernel = ks["h_attn_varlen"] if window is None else ks[("attn_varlen", window)]
-            kernel(qkv.view(-1, 3, heads, dh), slot.starts, slot.lens, attn_out, *rope)
+            kernel(qkv.view(-1, 3, heads, dh), slot.starts, slot.lens, attn_out)
             return attn_out
+        if rope is not None:
+            ks["rope"](qkv, *rope)
         out = torch.empty(b * width, heads * dh, dtype=self.dtype, device=self.device)
         kernel = ks["h_attn"] if window is None else ks[("attn", window)]
-        kernel(qkv.view(b, width, 3, heads, dh), slot.lens, out.view(b, width, heads * dh), *rope)
+        kernel(qkv.view(b, width, 3, heads, dh), slot.lens, out.view(b, width, heads * dh))
         return out
 
     # ---- warm-up -----------------------------------------------------------------------------------

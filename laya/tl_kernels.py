@@ -610,7 +610,7 @@ rope_positions_kernel = _kernel_factory(_rope_positions_kernel)
 # 5. Flash-style bidirectional attention on the packed QKV buffer
 
 
-def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen, rope=False):
+def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen):
     """The attention kernels' PrimFunc: one flash-style body (``attend``), two memory layouts.
 
     dense:  ``QKV[B, L, 3, H, Dh]``, ``Lens[B]``, ``O[B, L, H*Dh]``; every row < L of O is written
@@ -618,22 +618,15 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen,
     varlen: ``QKV[T, 3, H, Dh]`` packed rows, ``Starts[B]``, ``Lens[B]``, ``O[T, H*Dh]``; sequence b is
             rows ``Starts[b] .. Starts[b] + Lens[b] - 1``, ``L`` (static) bounds every length; rows that
             belong to no sequence are neither read as keys nor written.
-    rope:   q and k are rotated (rotate-half RoPE, as ``rope_kernel``) as their tiles are loaded, position =
-            index within the sequence, from fp32 tables ``Cos``/``Sin`` [R, Dh/2] (extra trailing args); the
-            QKV buffer itself is left unrotated.  Saves the separate RoPE kernel and its pass over q and k.
     """
     _check_dtype(dtype, cpu)
     if window < 0:
         raise ValueError(f"window must be >= 0, got {window}")
-    if rope and Dh % 2:
-        raise ValueError(f"Dh must be even for rotate-half RoPE, got {Dh}")
     import tilelang.language as T
 
     S = _Spec(cpu)
     Bs = T.dynamic("b") if B is None else B
     Ls = T.dynamic("l") if L is None else L
-    Rs = T.dynamic("r")  # rows of the RoPE tables (>= every position used)
-    half = Dh // 2
     scale = (Dh**-0.5) * LOG2E  # softmax in base 2: exp(x) = exp2(x * log2 e)
     # Each warp owns whole rows of both GEMMs, so the score tile's accumulator layout is the layout
     # the P @ V GEMM wants for its A operand and the softmax needs no cross-warp exchange (with the
@@ -641,19 +634,7 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen,
     FULL_ROW = T.GemmWarpPolicy.FullRow
 
     @T.macro
-    def rotate_tile(tile, rows, first, Cos, Sin):
-        # Row i of the tile is position first + i; the (d, d + Dh/2) pairs are independent, so the
-        # in-place update has no cross-iteration hazard.  Positions past the table (padding rows of
-        # a ragged last tile) read its last row: those rows are masked or never stored.
-        for i, d in S.par(rows, half):
-            p = T.min(first + i, Rs - 1)
-            x0 = T.cast(tile[i, d], ACCUM)
-            x1 = T.cast(tile[i, d + half], ACCUM)
-            tile[i, d] = T.cast(x0 * Cos[p, d] - x1 * Sin[p, d], dtype)
-            tile[i, d + half] = T.cast(x1 * Cos[p, d] + x0 * Sin[p, d], dtype)
-
-    @T.macro
-    def attend(QKV, O, base, n, q0, by, store_limit, Cos, Sin):
+    def attend(QKV, O, base, n, q0, by, store_limit):
         """Queries q0 .. q0+bm-1 of the sequence at flat rows base .. base+n-1, head `by`."""
         Q_s = S.tile((bm, Dh), dtype)
         K_s = S.tile((bn, Dh), dtype)
@@ -674,16 +655,12 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen,
         hi = T.if_then_else(q0 < n, hi, lo)
 
         T.copy(QKV[base + q0 : base + q0 + bm, 0, by, :], Q_s)
-        if rope:
-            rotate_tile(Q_s, bm, q0, Cos, Sin)
         T.clear(o)
         T.clear(l_sum)
         T.fill(m, -T.infinity(ACCUM))
         for kb in T.Pipelined(lo, T.max(hi, lo), num_stages=stages):
             T.copy(QKV[base + kb * bn : base + kb * bn + bn, 1, by, :], K_s)
             T.copy(QKV[base + kb * bn : base + kb * bn + bn, 2, by, :], V_s)
-            if rope:
-                rotate_tile(K_s, bn, kb * bn, Cos, Sin)
             T.clear(s)
             T.gemm(Q_s, K_s, s, transpose_B=True, policy=FULL_ROW)
             # Only blocks that straddle the sequence end or the band edge pay for the mask;
@@ -727,27 +704,6 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen,
     if varlen:
         Ts = T.dynamic("t")
 
-        @T.macro
-        def varlen_body(QKV, Starts, Lens, O, Cos, Sin):
-            with T.Kernel(T.ceildiv(Ls, bm), H, Bs, threads=threads) as (bx, by, bz):
-                n = T.min(Lens[bz], Ls)
-                attend(QKV, O, Starts[bz], n, bx * bm, by, n, Cos, Sin)
-
-        if rope:
-
-            @T.prim_func
-            def attn_varlen_rope(
-                QKV: T.Tensor((Ts, 3, H, Dh), dtype),
-                Starts: T.Tensor((Bs,), "int32"),
-                Lens: T.Tensor((Bs,), "int32"),
-                O: T.Tensor((Ts, H * Dh), dtype),
-                Cos: T.Tensor((Rs, half), "float32"),
-                Sin: T.Tensor((Rs, half), "float32"),
-            ):
-                varlen_body(QKV, Starts, Lens, O, Cos, Sin)
-
-            return attn_varlen_rope
-
         @T.prim_func
         def attn_varlen(
             QKV: T.Tensor((Ts, 3, H, Dh), dtype),
@@ -755,30 +711,11 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen,
             Lens: T.Tensor((Bs,), "int32"),
             O: T.Tensor((Ts, H * Dh), dtype),
         ):
-            varlen_body(QKV, Starts, Lens, O, None, None)
+            with T.Kernel(T.ceildiv(Ls, bm), H, Bs, threads=threads) as (bx, by, bz):
+                n = T.min(Lens[bz], Ls)
+                attend(QKV, O, Starts[bz], n, bx * bm, by, n)
 
         return attn_varlen
-
-    @T.macro
-    def dense_body(QKV, Lens, O, Cos, Sin):
-        with T.Kernel(T.ceildiv(Ls, bm), H, Bs, threads=threads) as (bx, by, bz):
-            # One flat row axis (b * L + position): the body indexes dense and packed rows alike.
-            attend(T.reshape(QKV, (Bs * Ls, 3, H, Dh)), T.reshape(O, (Bs * Ls, H * Dh)), bz * Ls,
-                   T.min(Lens[bz], Ls), bx * bm, by, Ls, Cos, Sin)
-
-    if rope:
-
-        @T.prim_func
-        def attn_rope(
-            QKV: T.Tensor((Bs, Ls, 3, H, Dh), dtype),
-            Lens: T.Tensor((Bs,), "int32"),
-            O: T.Tensor((Bs, Ls, H * Dh), dtype),
-            Cos: T.Tensor((Rs, half), "float32"),
-            Sin: T.Tensor((Rs, half), "float32"),
-        ):
-            dense_body(QKV, Lens, O, Cos, Sin)
-
-        return attn_rope
 
     @T.prim_func
     def attn(
@@ -786,7 +723,10 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen,
         Lens: T.Tensor((Bs,), "int32"),
         O: T.Tensor((Bs, Ls, H * Dh), dtype),
     ):
-        dense_body(QKV, Lens, O, None, None)
+        with T.Kernel(T.ceildiv(Ls, bm), H, Bs, threads=threads) as (bx, by, bz):
+            # One flat row axis (b * L + position): the body indexes dense and packed rows alike.
+            attend(T.reshape(QKV, (Bs * Ls, 3, H, Dh)), T.reshape(O, (Bs * Ls, H * Dh)), bz * Ls,
+                   T.min(Lens[bz], Ls), bx * bm, by, Ls)
 
     return attn
 
@@ -797,7 +737,6 @@ def _attn_kernel(
     H,
     Dh,
     window=0,
-    rope=False,
     bm=64,
     bn=64,
     stages=1,
@@ -812,10 +751,8 @@ def _attn_kernel(
     ``|i - j| <= window`` (inclusive, as transformers' bidirectional sliding-window overlay with
     ``sliding_window = local_attention // 2``).  ``B``/``L`` may be None: runtime symbols, one
     compile for every shape.  No score or mask tensor ever exists outside one (bm, bn) tile.
-    ``rope=True``: kernel args ``(QKV, Lens, O, Cos, Sin)``; q and k are rotated on load (position = index
-    in the row), as ``rope_kernel`` would have rotated them in place beforehand.
     """
-    return _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen=False, rope=rope)
+    return _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen=False)
 
 
 def _attn_varlen_kernel(
@@ -823,7 +760,6 @@ def _attn_varlen_kernel(
     H,
     Dh,
     window=0,
-    rope=False,
     bm=64,
     bn=64,
     stages=1,
@@ -837,10 +773,9 @@ def _attn_varlen_kernel(
     Sequence b owns rows ``Starts[b] .. Starts[b] + Lens[b] - 1`` (int32); ``L`` is the longest
     sequence the kernel serves (its grid), ``B`` and ``T`` are runtime symbols.  Visibility as
     ``attn_kernel``.  Rows outside every sequence must hold finite values (they may be read, then
-    masked); they are not written.  ``rope=True``: args ``(QKV, Starts, Lens, O, Cos, Sin)``, q and k
-    rotated on load at their position within the sequence (as ``rope_positions_kernel`` beforehand).
+    masked); they are not written.
     """
-    return _attn_prim(None, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen=True, rope=rope)
+    return _attn_prim(None, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen=True)
 
 
 attn_kernel = _kernel_factory(_attn_kernel)

@@ -283,49 +283,6 @@ def test_rope_positions_cpu_matches_wrapped_rope():
     assert maxerr(shuffled, expected[order]) < TOL_ROPE
 
 
-def rope_tables(rows, dh, theta=10000.0):
-    ang = torch.arange(rows)[:, None] * (theta ** (-torch.arange(dh // 2) / (dh // 2)))
-    return ang.cos().contiguous(), ang.sin().contiguous()
-
-
-def rotated_then_attended(qkv, lens, window, cos, sin):
-    """The unfused reference composition: rope_kernel in place, then attention (both CPU kernels)."""
-    B, L = qkv.shape[:2]
-    x = qkv.clone().view(B * L, -1)
-    K.compile_cpu(K.rope_kernel, AH, ADh)(x, cos[:L].contiguous(), sin[:L].contiguous())
-    O = torch.empty(B, L, AH * ADh)
-    K.compile_cpu(K.attn_kernel, AB, AL, AH, ADh, window=window)(x.view(qkv.shape), lens, O)
-    return O
-
-
-@pytest.mark.parametrize("window", [0, 5])
-def test_attn_with_rope_equals_rope_kernel_then_attention(window):
-    qkv, lens = attn_inputs()
-    cos, sin = rope_tables(AL + 9, ADh)  # tables may be longer than the rows
-    before = qkv.clone()
-    O = torch.full((AB, AL, AH * ADh), float("nan"))
-    K.compile_cpu(K.attn_kernel, AB, AL, AH, ADh, window=window, rope=True)(qkv, lens, O, cos, sin)
-    assert torch.equal(qkv, before)  # q and k are rotated on load, the buffer is left as it was
-    expected = rotated_then_attended(before, lens, window, cos, sin)
-    assert valid_rows_err(O, expected, lens) < TOL
-    # and against float64: rotate in float64, then the attention reference
-    x = before.clone().view(AB * AL, -1)
-    x[:, :2 * AH * ADh] = ref_rope(x, cos[:AL], sin[:AL], AH, ADh).float()
-    assert valid_rows_err(O, ref_attn(x.view(before.shape), lens, window), lens) < TOL
-
-
-def test_attn_varlen_with_rope_counts_positions_from_each_sequence_start():
-    qkv, lens = attn_inputs()
-    cos, sin = rope_tables(AL, ADh)
-    packed, starts = packed_from_dense(qkv, lens)
-    O = torch.zeros(packed.shape[0], AH * ADh)
-    K.compile_cpu(K.attn_varlen_kernel, AL, AH, ADh, window=5, rope=True)(packed, starts, lens, O, cos, sin)
-    expected = rotated_then_attended(qkv, lens, 5, cos, sin)
-    for b, (s0, n) in enumerate(zip(starts.tolist(), lens.tolist())):
-        if n:
-            assert maxerr(O[s0:s0 + n], expected[b, :n]) < TOL
-
-
 def test_gpu_factories_reject_fp32():
     with pytest.raises(ValueError, match="dtype"):
         K.attn_kernel(2, 64, 2, 32, dtype="float32")
@@ -349,7 +306,6 @@ def gpu_kernels():
         for w, dyn in ATTN_CASES:
             shape = (None, None) if dyn else (AB, AL)
             reqs.append((K.attn_kernel, (*shape, AH, ADh), dict(window=w, dtype=dt)))
-            reqs.append((K.attn_kernel, (*shape, AH, ADh), dict(window=w, rope=True, dtype=dt)))
     try:
         K.compile_many(reqs)
     except Exception as e:  # fall back to one-by-one compiles inside the tests
@@ -444,22 +400,4 @@ def test_attn_cpu_vs_gpu(gpu_kernels, dt, window, dynamic):
     Og = Og.cpu()
     assert torch.isfinite(Og).all()
     assert torch.count_nonzero(Og[2]) == 0
-    assert valid_rows_err(Og, Oc, lens) < TOL_GPU_ATTN
-
-
-@needs_cuda
-@pytest.mark.parametrize("dt", GPU_DTYPES)
-@pytest.mark.parametrize("window,dynamic", ATTN_CASES)
-def test_attn_rope_cpu_vs_gpu(gpu_kernels, dt, window, dynamic):
-    qkv, lens = attn_inputs()
-    cos, sin = rope_tables(AL, ADh)
-    qg, qc = rounded(qkv, dt)
-    shape = (None, None) if dynamic else (AB, AL)
-    Oc = torch.empty(AB, AL, AH * ADh)
-    K.compile_cpu(K.attn_kernel, *shape, AH, ADh, window=window, rope=True)(qc, lens, Oc, cos, sin)
-    Og = torch.full((AB, AL, AH * ADh), float("nan"), dtype=dt, device="cuda")
-    K.attn_kernel(*shape, AH, ADh, window=window, rope=True, dtype=TL_NAME[dt])(qg, lens.cuda(), Og, cos.cuda(),
-                                                                               sin.cuda())
-    Og = Og.cpu()
-    assert torch.isfinite(Og).all()
     assert valid_rows_err(Og, Oc, lens) < TOL_GPU_ATTN

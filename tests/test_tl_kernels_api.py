@@ -25,7 +25,7 @@ EXPECTED = {
     "rope_kernel": (["H", "Dh"], dict(bm=32, threads=128, dtype="bfloat16")),
     "attn_kernel": (
         ["B", "L", "H", "Dh"],
-        dict(window=0, rope=False, bm=64, bn=64, stages=1, threads=128, dtype="bfloat16"),
+        dict(window=0, bm=64, bn=64, stages=1, threads=128, dtype="bfloat16"),
     ),
 }
 
