@@ -1,7 +1,7 @@
 """Tile sweep for the fast path's kernels (issue 5): which GEMM / attention tiles, and which split-K factor,
 are fastest at each token-row count M of a ModernBERT-large layer?  (H200; writes JSON.)
 
-    python benchmarks/bench_tiles.py [--ms 16,64,...] [--no-attention] --out benchmarks/results/<name>.json
+    python benchmarks/bench_tiles.py [--ms 16,64,...] [--no-attention] [--varlen-only] --out benchmarks/results/<name>.json
 
 Few rows (M < 4096) try the small-tile and split-K candidates, many rows the large-tile ones.
 
@@ -77,6 +77,15 @@ ATTN = [dict(bm=128, bn=128, stages=2, threads=256),  # "attn_full" so far
         dict(bm=64, bn=128, stages=2, threads=128),
         dict(bm=64, bn=64, stages=1, threads=128)]
 ATTN_L = (64, 128, 256, 512)
+# Packed (varlen) attention on a batch like bench_latency's ragged case d: 320 sequences of 60-494 tokens.
+VARLEN = [dict(bm=128, bn=128, stages=2, threads=256),  # "attn_full" large so far
+          dict(bm=128, bn=64, stages=2, threads=256),  # "attn_window" large so far
+          dict(bm=64, bn=64, stages=1, threads=128),
+          dict(bm=64, bn=64, stages=2, threads=128),
+          dict(bm=64, bn=128, stages=2, threads=128),
+          dict(bm=128, bn=64, stages=3, threads=256),
+          dict(bm=128, bn=128, stages=1, threads=256)]
+VARLEN_MAX_LEN, VARLEN_SEQS = 512, 320
 LN_SMALL, LN_LARGE = dict(bm=1, threads=128), dict(bm=4, threads=32)
 
 
@@ -135,7 +144,7 @@ def try_graph(build) -> float | None:
         return None
 
 
-def precompile(ms: list[int], attention: bool) -> None:
+def precompile(ms: list[int], attention: bool, varlen: bool = False) -> None:
     small, large = any(m < LARGE_M for m in ms), any(m >= LARGE_M for m in ms)
     reqs = []
     for n, k in ((3 * D, D), (D, D), (D, FF)):
@@ -144,8 +153,10 @@ def precompile(ms: list[int], attention: bool) -> None:
         for n, k in ((D, D), (D, FF)):
             reqs += [(K.gemm_splitk_kernel, (n, k, s), c) for s in SPLITS for c in SPLIT_TILES]
     reqs += [(K.gemm_geglu_kernel, (FF, D), c) for c in (GEGLU if small else []) + (GEGLU_LARGE if large else [])]
-    for s in (0,) + SPLITS:
+    for s in (0,) + SPLITS if ms else ():
         reqs += [(K.add_ln_kernel, (D,), dict(splits=s, **ln)) for ln in (LN_SMALL, LN_LARGE)]
+    for window in (0, 64) if varlen else ():
+        reqs += [(K.attn_varlen_kernel, (VARLEN_MAX_LEN, H, DH), dict(window=window, **c)) for c in VARLEN]
     for window in (0, 64) if attention else ():
         reqs += [(K.attn_kernel, (None, None, H, DH), dict(window=window, **c)) for c in ATTN]
     try:
@@ -249,6 +260,44 @@ def sweep_attention(out: dict) -> None:
             out.setdefault(f"attn_window{window}", {})[length] = entry
 
 
+def sweep_varlen(out: dict) -> None:
+    """Each config on a d-like packed batch, checked against per-sequence SDPA (max |error| recorded)."""
+    g = torch.Generator().manual_seed(1)
+    lens = torch.randint(60, 495, (VARLEN_SEQS,), generator=g)
+    starts = torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)[:-1]])
+    total = int(lens.sum())
+    qkv = torch.randn(total, 3, H, DH, device=DEV).to(DT)
+    o = torch.zeros(total, H * DH, device=DEV, dtype=DT)
+    lens_d, starts_d = lens.to(DEV, torch.int32), starts.to(DEV, torch.int32)
+    check = range(0, VARLEN_SEQS, 53)  # a few sequences for the correctness check
+
+    def reference(b, window):
+        x = qkv[starts[b]:starts[b] + lens[b]].float()
+        q, k, v = (x[:, i].transpose(0, 1) for i in range(3))
+        mask = None
+        if window:
+            idx = torch.arange(int(lens[b]), device=DEV)
+            mask = (idx[:, None] - idx[None, :]).abs() <= window
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(0, 1).reshape(int(lens[b]), -1)
+
+    for window in (0, 64):
+        refs = {b: reference(b, window) for b in check}
+        entry = {"sequences": VARLEN_SEQS, "real_tokens": total, "max_len": VARLEN_MAX_LEN, "window": window}
+        cands, errors = {}, {}
+        for cfg in VARLEN:
+            kern = kernel_or_none(K.attn_varlen_kernel, VARLEN_MAX_LEN, H, DH, window=window, **cfg)
+            if kern is None:
+                continue
+            cands[label(cfg)] = try_graph(lambda kern=kern: [lambda: kern(qkv, starts_d, lens_d, o)] * 4)
+            kern(qkv, starts_d, lens_d, o)
+            errors[label(cfg)] = max((o[starts[b]:starts[b] + lens[b]].float() - refs[b]).abs().max().item()
+                                     for b in check)
+        entry["candidates_ms"] = cands
+        entry["max_abs_error_vs_sdpa"] = errors
+        entry["current"] = label(VARLEN[1] if window else VARLEN[0])
+        out.setdefault(f"attn_varlen_window{window}", {})[VARLEN_SEQS] = entry
+
+
 def copy_bandwidth() -> float:
     """Device-to-device copy bandwidth in TB/s (read + write)."""
     src = torch.empty(512 * 2**20, dtype=torch.uint8, device=DEV)
@@ -269,7 +318,7 @@ def summarise(results: dict, copy_tb_s: float) -> list[str]:
             floor = entry.get("weight_bytes", 0) / copy_tb_s / 1e9 * 2  # read-only: half a copy's bytes
             if floor:
                 entry["hbm_floor_ms"] = floor
-            ref = entry.get("cublas_ms") or entry.get("cublas_gemm_ms") or entry.get("sdpa_ms")
+            ref = entry.get("cublas_ms") or entry.get("cublas_gemm_ms") or entry.get("sdpa_ms") or float("nan")
             lines.append(f"{name:14s} M/L={m:5d} current {entry['candidates_ms'][first] or float('nan'):8.4f} ms"
                          f"  best {cands[best]:8.4f} ms ({entry['speedup_best_vs_current']:.2f}x)  ref {ref:8.4f}"
                          f"  floor {floor:7.4f}  {best}")
@@ -281,10 +330,13 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/small_gemm.json")
     ap.add_argument("--ms", default=",".join(map(str, MS)))
     ap.add_argument("--no-attention", action="store_true")
+    ap.add_argument("--varlen-only", action="store_true", help="only the packed-attention sweep (case d)")
     args = ap.parse_args()
     ms = [int(v) for v in args.ms.split(",")]
     torch.manual_seed(0)
-    precompile(ms, not args.no_attention)
+    if args.varlen_only:
+        ms, args.no_attention = [], True
+    precompile(ms, not args.no_attention, args.varlen_only)
     copy_tb_s = copy_bandwidth()
     results: dict = {}
     for m in ms:
@@ -293,6 +345,8 @@ def main() -> None:
         sweep_residual(m, results)
     if not args.no_attention:
         sweep_attention(results)
+    if args.varlen_only:
+        sweep_varlen(results)
     lines = summarise(results, copy_tb_s)
     record = {
         "what": "tile sweep of the fast path's kernels, ModernBERT-large shapes, bf16, CUDA-graph timed, "
