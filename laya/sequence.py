@@ -176,8 +176,8 @@ def build_heads(tok: Any, qs: Any, head_max_len: int, key: bytes | None = None) 
 
 
 def int64_bytes(values: Any) -> bytes:
-    """Integers as native int64 bytes, the layout torch.frombuffer reads (struct.pack: about twice as fast
-    as np.array or array('q') on a list of Python ints)."""
+    """Integers as native int64 bytes, an int64 array's memory (struct.pack: about twice as fast as np.array
+    or array('q') on a list of Python ints)."""
     return struct.pack(f"{len(values)}q", *values)
 
 
@@ -263,10 +263,10 @@ def collate(rows: list[Row], pad_id: int, parallel: bool = False) -> Batch:
     """Right-pad rows into one batch (rows in (state, question) order); `parallel` adds the parallel
     option layout's position and option ids (laya.parallel_layout).
 
-    Each tensor is assembled as bytes and handed to torch in one call (torch.frombuffer: no copy), so a
-    batch costs nine torch calls however many rows it has. With the CPU caches cold, as they are around a
-    model forward, every numpy or torch call costs several microseconds whatever it does
-    (benchmarks/bench_overhead.py), while joining bytes is a memcpy.
+    Each tensor is assembled as bytes and wrapped without a copy, so a batch costs ten numpy/torch calls
+    however many rows it has. With the CPU caches cold, as they are around a model forward, every numpy or
+    torch call costs several microseconds whatever it does (benchmarks/bench_overhead.py), while joining
+    bytes is a memcpy.
     """
     n = len(rows)
     width = max([len(r.ids) for r in rows])
@@ -291,17 +291,20 @@ def collate(rows: list[Row], pad_id: int, parallel: bool = False) -> Batch:
         marker_pos += int64_bytes(r.markers) + _ZERO * (k - markers)
         marker_mask += b"\x01" * markers + b"\x00" * (k - markers)
     qtype = bytearray(int64_bytes([r.qtype for r in rows]))
-    batch = Batch(_tensor(ids, torch.int64, n, width), _tensor(mask, torch.int64, n, width),
-                  _tensor(marker_pos, torch.int64, n, k), _tensor(marker_mask, torch.bool, n, k),
-                  torch.frombuffer(qtype, dtype=torch.int64), rows)
+    batch = Batch(_tensor(ids, _INT64, n, width), _tensor(mask, _INT64, n, width), _tensor(marker_pos, _INT64, n, k),
+                  _tensor(marker_mask, _BOOL, n, k), _tensor(qtype, _INT64, n), rows)
     if parallel:
         batch.position_ids, batch.option_ids = parallel_ids(rows, width)
     return batch
 
 
-def _tensor(buf: bytearray, dtype: torch.dtype, *shape: int) -> torch.Tensor:
-    """A [shape] tensor over `buf` (shared, not copied; torch.frombuffer refuses an empty buffer)."""
-    return torch.frombuffer(buf, dtype=dtype).view(shape) if buf else torch.empty(shape, dtype=dtype)
+_INT64, _BOOL = np.dtype(np.int64), np.dtype(np.bool_)
+
+
+def _tensor(buf: bytearray, dtype: np.dtype, *shape: int) -> torch.Tensor:
+    """A [shape] tensor over `buf`, shared, not copied. numpy shapes it and torch.from_numpy wraps it: two
+    calls that stay out of torch's op dispatcher, which torch.frombuffer(...).view(...) goes through."""
+    return torch.from_numpy(np.ndarray(shape, dtype, buf))
 
 
 def parallel_ids(rows: list[Row], width: int) -> tuple[torch.Tensor, torch.Tensor]:
