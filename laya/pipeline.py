@@ -22,7 +22,7 @@ from .answers import (Calibration, DecodePlan, apply_min_confidence, check_min_c
 from .calibration import TEMPERATURE_KEYS, read_calibration, write_calibration
 from .hooks import HookRegistry, PredictContext
 from .questions import Question, check_questions, keeps_tail, render_state
-from .sequence import (DEFAULT_HEAD_MAX_LEN, Batch, Row, build_head, build_heads, collate, encode, encode_many, row_for,
+from .sequence import (DEFAULT_HEAD_MAX_LEN, Batch, Row, build_head, build_heads, collate, encode, encode_view, row_for,
                        scrub_mask, tokenizer_view)
 from .structured import StructuredDecisions
 
@@ -38,18 +38,53 @@ class QuestionSet:
     question's decoding shape, and (via `heads`) its token head per tokenizer and head_max_len. Remembered
     per distinct dict by `question_set`: agents ask the same questions about many states."""
 
-    __slots__ = ("key", "qs", "shapes")
+    __slots__ = ("key", "qs", "shapes", "last_heads", "last_plans")
 
     def __init__(self, key: bytes | None, qs: list[Question]):
         self.key = key  # the dict's marshal bytes: equal keys, equal questions; None = not remembered
         self.qs = tuple(qs)  # Questions are frozen: safe to share between calls
         self.shapes = tuple(plan_shape(q) for q in qs)
+        # (tokenizer view, head_max_len, heads) of the last `heads_for`: the request path's usual answer in
+        # one attribute read. Heads are frozen, and a view is kept alive here, so `is` cannot match a new one.
+        self.last_heads: tuple | None = None
+        self.last_plans: tuple | None = None  # (temperatures read, binning map or None, plans): see plans_for
 
     def heads(self, tok: Any, head_max_len: int) -> tuple:
         return build_heads(tok, self.qs, head_max_len, self.key)
 
+    def heads_for(self, view: Any, tok: Any, head_max_len: int) -> tuple:
+        """`heads` for `tok`, whose tokenizer view is `view`, remembered for the last view and length."""
+        last = self.last_heads
+        if last is not None and last[0] is view and last[1] == head_max_len:
+            return last[2]
+        heads = build_heads(tok, self.qs, head_max_len, self.key)
+        self.last_heads = (view, head_max_len, heads)
+        return heads
+
     def plans(self, cal: Calibration, lang: str | None) -> list[DecodePlan]:
         return [DecodePlan(q, cal, lang, shape) for q, shape in zip(self.qs, self.shapes)]
+
+    def plans_for(self, temperature: Any, by_options: Any, lang_temperatures: Any, binning_map: Any) -> tuple:
+        """`plans` for a call without a language (no language table applies), remembered for the last
+        calibration. Every call reads each question's temperature afresh, exactly as DecodePlan does, and
+        reuses the plans only when each value read is the very object they were built with and the binning
+        map (when truthy) is the same object: the plans hold those objects, so no other can take their ids,
+        and a temperature list or map changed in place gives new plans. DecodePlans are read-only."""
+        ts = []
+        for shape in self.shapes:  # (k, kind, qtype id, ..., bucket): DecodePlan's bucket_temperature
+            ts.append(by_options.get(shape[8], temperature[shape[2]]))
+        binning = binning_map if binning_map else None
+        last = self.last_plans
+        if last is not None and last[1] is binning:
+            for now, then in zip(ts, last[0]):
+                if now is not then:
+                    break
+            else:
+                return last[2]
+        plans = tuple(self.plans(Calibration(temperature, by_options, lang_temperatures, binning_map), None))
+        # keyed by the temperatures the plans hold (the same objects as `ts` unless changed meanwhile)
+        self.last_plans = ([plan.t for plan in plans], binning, plans)
+        return plans
 
 
 def question_set(questions: Any) -> QuestionSet:
@@ -151,6 +186,16 @@ class Predictor(HookRegistry, StructuredDecisions):
                 min_confidence: Any = None) -> dict:
         if state is None:
             raise TypeError("state must be a str, dict or list, got None")
+        if hooks is None and on_predict_start is None and on_predict_end is None and not self.hooks \
+                and not hooks_mod._defaults and getattr(self.predict_batch, "__func__", None) is _PREDICT_BATCH:
+            # predict_batch's common case inlined (no hooks anywhere, predict_batch not overridden or patched):
+            # its checks, in its order, for the one-state list, then _answer, without the second call
+            if not isinstance(questions, dict):
+                raise TypeError(f"questions must be a dict {{id: definition}}, got {type(questions).__name__}")
+            if lang is not None and not isinstance(lang, str):
+                raise TypeError(f"lang must be a language code string such as 'de', got {type(lang).__name__}")
+            return self._answer([state], questions, None, lang, max_len, head_max_len, False,
+                                check_min_confidence(min_confidence))[0]
         return self.predict_batch([state], questions, lang=lang, hooks=hooks, on_predict_start=on_predict_start,
                                   on_predict_end=on_predict_end, hooks_raise=hooks_raise,
                                   hooks_timeout=hooks_timeout, max_len=max_len, head_max_len=head_max_len,
@@ -213,8 +258,9 @@ class Predictor(HookRegistry, StructuredDecisions):
     def _answer(self, states: list, questions: dict, batch_size: int | None, lang: str | None,
                 max_len: int | None, head_max_len: int | None, sort_by_length: bool,
                 min_confidence: Any) -> list[dict]:
-        if any(s is None for s in states):
-            raise TypeError("states must not contain None; pass a str, dict or list per state")
+        for s in states:  # (a loop, not any(<generator>): one frame fewer on every request)
+            if s is None:
+                raise TypeError("states must not contain None; pass a str, dict or list per state")
         texts = [render_state(s) for s in states]
         qset = question_set(questions)
         qs = qset.qs
@@ -232,41 +278,52 @@ class Predictor(HookRegistry, StructuredDecisions):
         if limit is not None and max_len > limit:
             raise ValueError(f"max_len={max_len} exceeds the encoder's max_position_embeddings={limit}; "
                              f"use max_len <= {limit}")
-        cal = Calibration(self.temperature, self.temperature_by_options, self.lang_temperatures, self.binning_map)
         tok = self.tok
         view = tokenizer_view(tok)
-        mask = view.mask_token
+        mask, sep = view.mask_token, view.sep_id
         # Per question, once per call: its head and how its answers decode (both mostly from the cached set).
-        heads = qset.heads(tok, head_max_len)
-        plans = qset.plans(cal, lang)
+        heads = qset.heads_for(view, tok, head_max_len)
+        pairs = tuple(zip(qs, heads))
+        if lang:
+            cal = Calibration(self.temperature, self.temperature_by_options, self.lang_temperatures,
+                              self.binning_map)
+            plans = qset.plans(cal, lang)
+        else:  # no language table: the plans of the last call, when the calibration read is the same
+            cal = None  # (_result needs it only without plans)
+            plans = qset.plans_for(self.temperature, self.temperature_by_options, self.lang_temperatures,
+                                   self.binning_map)
         k = len(qs)
-        results: list[dict | None] = [None] * len(states)
         n = len(states)
+        results: list[dict | None] = [None] * n
         chunk = n if batch_size is None else batch_size
         sorting = sort_by_length and batch_size is not None and 1 < batch_size < n
         window = 8 * chunk if sorting else n
         with self._chunks_scope(chunk < n):
             for start in range(0, n, window):
-                idx = list(range(start, min(n, start + window)))
+                stop = min(n, start + window)
                 # one tokenizer call for the whole window: parallel in Rust, and no per-call setup each;
                 # a literal mask token in user text becomes a space (scrub_mask)
-                ids = encode_many(tok, [t.replace(mask, " ") if mask and mask in t else t
-                                        for t in (texts[i] for i in idx)])
-                encoded = {i: self._rows_from_ids(state_ids, keeps_tail(states[i]), qs, max_len, head_max_len,
-                                                  heads=heads)
-                           for i, state_ids in zip(idx, ids)}
+                ids = encode_view(tok, view, [t.replace(mask, " ") if mask and mask in t else t
+                                              for t in texts[start:stop]])
+                encoded = []  # (state tokens, rows) of states start, start + 1, ...
+                for i, state_ids in zip(range(start, stop), ids):
+                    keep_tail = keeps_tail(states[i])
+                    encoded.append((len(state_ids), [row_for(q, head, state_ids, keep_tail, max_len, sep,
+                                                             head_max_len, True) for q, head in pairs]))
+                idx = range(start, stop)
                 if sorting:  # similar lengths share a batch: less padding; results go back in input order
-                    idx.sort(key=lambda i: max(len(r.ids) for r in encoded[i][1]))
+                    idx = sorted(idx, key=lambda i: max(len(r.ids) for r in encoded[i - start][1]))
                 for c in range(0, len(idx), chunk):
                     part = idx[c:c + chunk]
-                    rows = [r for i in part for r in encoded[i][1]]
+                    rows = encoded[part[0] - start][1] if len(part) == 1 else \
+                        [r for i in part for r in encoded[i - start][1]]
                     logits, act = self._infer(collate(rows, view.pad_id, self.parallel_options))
                     logits = logits.tolist()  # plain floats: decoding is per element
                     if not isinstance(act, list):
                         act = act.tolist()
                     for j, i in enumerate(part):
                         offset = j * k
-                        results[i] = self._result(qs, encoded[i], logits[offset:offset + k],
+                        results[i] = self._result(qs, encoded[i - start], logits[offset:offset + k],
                                                   act[offset:offset + k], cal, lang, min_confidence, plans=plans)
         return results  # type: ignore[return-value]
 
@@ -296,13 +353,26 @@ class Predictor(HookRegistry, StructuredDecisions):
             if min_confidence is not None:
                 apply_min_confidence(answer, min_confidence)
             answers[q.qid] = answer
-        dropped = max([r.state_tokens_dropped for r in rows])
-        usage = {"input_tokens": sum([len(r.ids) for r in rows]), "output_tokens": 0, "state_tokens": state_tokens,
-                 "state_tokens_dropped": dropped, "truncated": dropped > 0,
-                 "truncated_questions": [q.qid for q, r in zip(qs, rows) if r.state_tokens_dropped > 0]}
-        collapsed = {q.qid: {"total": q.k, "distinct": r.head.distinct, "tokens_per_option": r.head.tokens_per_option}
-                     for q, r in zip(qs, rows) if r.head.tokens_per_option is not None or r.head.distinct < q.k}
-        if collapsed:
+        # the usage fields in one pass over the rows (dropped counts are >= 0: 0 when none was truncated)
+        tokens = dropped = 0
+        truncated = []
+        collapsed = None
+        for q, r in zip(qs, rows):
+            tokens += len(r.ids)
+            lost = r.state_tokens_dropped
+            if lost > 0:
+                truncated.append(q.qid)
+                if lost > dropped:
+                    dropped = lost
+            head = r.head
+            if head.tokens_per_option is not None or head.distinct < q.k:
+                if collapsed is None:
+                    collapsed = {}
+                collapsed[q.qid] = {"total": q.k, "distinct": head.distinct,
+                                    "tokens_per_option": head.tokens_per_option}
+        usage = {"input_tokens": tokens, "output_tokens": 0, "state_tokens": state_tokens,
+                 "state_tokens_dropped": dropped, "truncated": dropped > 0, "truncated_questions": truncated}
+        if collapsed is not None:
             usage["options"] = collapsed
         return {"model": self.MODEL_NAME, "answers": answers, "usage": usage}
 
@@ -348,3 +418,6 @@ class Predictor(HookRegistry, StructuredDecisions):
         if self.binning_map:
             payload["binning_map"] = self.binning_map
         write_calibration(path, payload)
+
+
+_PREDICT_BATCH = Predictor.predict_batch  # predict answers directly while this is the predict_batch in use

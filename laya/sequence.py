@@ -89,7 +89,11 @@ def encode_many(tok: Any, texts: list[str]) -> list[list[int]]:
     (laya.wordpiece, laya.bytebpe: same ids), the rest in one call to the Rust backend when there is one
     (`encode_batch_fast`: no offsets computed, cheaper than `tok(...)` and than the single-text `encode`,
     which converts offsets to characters, even for one text)."""
-    view = tokenizer_view(tok)
+    return encode_view(tok, tokenizer_view(tok), texts)
+
+
+def encode_view(tok: Any, view: TokenizerView, texts: list[str]) -> list[list[int]]:
+    """`encode_many` with the tokenizer's view at hand (the request path has it already)."""
     ascii_wp = view.ascii
     if ascii_wp is not None:  # pure Python; its caches are dicts (single operations, GIL-atomic): no lock
         out = [ascii_wp.encode(t) for t in texts]
