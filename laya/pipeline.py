@@ -23,12 +23,13 @@ from .calibration import TEMPERATURE_KEYS, read_calibration, write_calibration
 from .hooks import HookRegistry, PredictContext
 from .questions import Question, check_questions, keeps_tail, render_state
 from .sequence import (DEFAULT_HEAD_MAX_LEN, Batch, Row, build_head, build_heads, collate, encode, encode_view, row_for,
-                       scrub_mask, tokenizer_view)
+                       rows_for, scrub_mask, tokenizer_view)
 from .structured import StructuredDecisions
 
 DEFAULT_MAX_LEN = 512
 QUESTION_CACHE_SIZE = 1024  # validated question sets remembered process-wide (agents ask the same ones again)
 
+NO_SCOPE = contextlib.nullcontext()  # (reusable: it keeps no state)
 _checked: dict = {}  # marshal bytes of a question dict -> its QuestionSet (insertion order = age)
 _checked_lock = threading.Lock()
 
@@ -167,7 +168,8 @@ class Predictor(HookRegistry, StructuredDecisions):
         return None
 
     def _chunks_scope(self, chunked: bool) -> Any:
-        """A context around all forwards of one call (the torch Agent keeps autocast casts alive)."""
+        """A context around all forwards of one call that runs several chunks (the torch Agent keeps
+        autocast casts alive). _answer asks only for such calls (chunked=True); one forward needs none."""
         return contextlib.nullcontext()
 
     def _setup_hooks(self, hooks: Any, on_predict_start: Any, on_predict_end: Any, hooks_raise: bool,
@@ -298,7 +300,7 @@ class Predictor(HookRegistry, StructuredDecisions):
         chunk = n if batch_size is None else batch_size
         sorting = sort_by_length and batch_size is not None and 1 < batch_size < n
         window = 8 * chunk if sorting else n
-        with self._chunks_scope(chunk < n):
+        with self._chunks_scope(True) if chunk < n else NO_SCOPE:
             for start in range(0, n, window):
                 stop = min(n, start + window)
                 # one tokenizer call for the whole window: parallel in Rust, and no per-call setup each;
@@ -307,9 +309,8 @@ class Predictor(HookRegistry, StructuredDecisions):
                                               for t in texts[start:stop]])
                 encoded = []  # (state tokens, rows) of states start, start + 1, ...
                 for i, state_ids in zip(range(start, stop), ids):
-                    keep_tail = keeps_tail(states[i])
-                    encoded.append((len(state_ids), [row_for(q, head, state_ids, keep_tail, max_len, sep,
-                                                             head_max_len, True) for q, head in pairs]))
+                    encoded.append((len(state_ids), rows_for(pairs, state_ids, keeps_tail(states[i]), max_len,
+                                                             sep, head_max_len)))
                 idx = range(start, stop)
                 if sorting:  # similar lengths share a batch: less padding; results go back in input order
                     idx = sorted(idx, key=lambda i: max(len(r.ids) for r in encoded[i - start][1]))
@@ -365,10 +366,11 @@ class Predictor(HookRegistry, StructuredDecisions):
                 if lost > dropped:
                     dropped = lost
             head = r.head
-            if head.tokens_per_option is not None or head.distinct < q.k:
+            k = len(q.option_texts)  # (q.k)
+            if head.tokens_per_option is not None or head.distinct < k:
                 if collapsed is None:
                     collapsed = {}
-                collapsed[q.qid] = {"total": q.k, "distinct": head.distinct,
+                collapsed[q.qid] = {"total": k, "distinct": head.distinct,
                                     "tokens_per_option": head.tokens_per_option}
         usage = {"input_tokens": tokens, "output_tokens": 0, "state_tokens": state_tokens,
                  "state_tokens_dropped": dropped, "truncated": dropped > 0, "truncated_questions": truncated}

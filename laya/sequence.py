@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from .bytebpe import AsciiByteBPE
-from .questions import Question
+from .questions import QTYPES, Question
 from .wordpiece import AsciiWordPiece
 
 OPTION_TOKEN_CAP = 48  # tokens of one option text before its [MASK] is prepended
@@ -242,6 +242,42 @@ def row_for(q: Question, head: Head, state_ids: list[int], keep_tail: bool, max_
             f"with head_max_len={head_max_len}; lower head_max_len, raise max_len, or use fewer options")
     used = min(stop - start, max(0, max_len - head_len))
     return Row(ids, markers, q.qtype_id, used, n - used, head, source)
+
+
+def rows_for(pairs: Any, state_ids: list[int], keep_tail: bool, max_len: int, sep_id: int,
+             head_max_len: int) -> list[Row]:
+    """`row_for(q, head, state_ids, keep_tail, max_len, sep_id, head_max_len, track=True)` for each
+    (question, head) pair, in order, in one frame (the request path's rows: same Rows, same errors;
+    tests/test_request_caches.py compares the two)."""
+    n = len(state_ids)
+    rows = []
+    for q, head in pairs:
+        head_ids = head.ids
+        head_len = len(head_ids)
+        room = max(0, max_len - head_len - 1)
+        if n <= room:
+            start, stop = 0, n
+        elif keep_tail:
+            start, stop = n - room, n
+        else:
+            start, stop = 0, room
+        part = state_ids if stop - start == n else state_ids[start:stop]
+        source = None
+        if head_len + (stop - start) < max_len:  # the row fits whole: nothing to clip
+            ids = [*head_ids, *part, sep_id]
+            source = (state_ids, start, stop)
+        else:
+            ids = [*head_ids, *part, sep_id][:max_len]
+        markers = head.markers
+        markers = list(markers) if markers and markers[-1] < max_len else [m for m in markers if m < max_len]
+        k = len(q.option_texts)  # (q.k)
+        if len(markers) < k:
+            raise ValueError(
+                f"question '{q.qid}': only {len(markers)} of its {k} option markers fit in max_len={max_len} "
+                f"with head_max_len={head_max_len}; lower head_max_len, raise max_len, or use fewer options")
+        used = min(stop - start, max(0, max_len - head_len))
+        rows.append(Row(ids, markers, QTYPES[q.qtype], used, n - used, head, source))  # (q.qtype_id)
+    return rows
 
 
 @dataclass

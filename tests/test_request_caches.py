@@ -159,3 +159,30 @@ def test_errors_are_predict_batchs(agent, call, error):
     with agent.hooks_installed(hooked), pytest.raises(error) as slow:  # through predict_batch
         call(agent)
     assert str(fast.value) == str(slow.value)
+
+
+@pytest.mark.parametrize("limits", [(512, 192), (64, 24), (40, 16), (30, 24), (12, 8)])
+def test_rows_for_equals_row_for(agent, limits):
+    """sequence.rows_for (the request path's rows in one frame) against row_for, question by question:
+    the same Rows (source included) or the same error."""
+    from laya.sequence import build_head, encode, row_for, rows_for, tokenizer_view
+
+    max_len, head_max_len = limits
+    qs = check_questions(QUESTIONS)
+    sep = tokenizer_view(agent.tok).sep_id
+    pairs = tuple((q, build_head(agent.tok, q, head_max_len)) for q in qs)
+    for state in STATES:
+        ids = encode(agent.tok, laya.questions.render_state(state))
+        for keep_tail in (False, True):
+            try:
+                want = [row_for(q, h, ids, keep_tail, max_len, sep, head_max_len, track=True) for q, h in pairs]
+            except ValueError as e:
+                with pytest.raises(ValueError) as got:
+                    rows_for(pairs, ids, keep_tail, max_len, sep, head_max_len)
+                assert str(got.value) == str(e)
+                continue
+            got = rows_for(pairs, ids, keep_tail, max_len, sep, head_max_len)
+            assert got == want
+            assert [r.source for r in got] == [r.source for r in want]
+            assert all(g.source is None or g.source[0] is ids for g in got)
+            assert [type(r.qtype) for r in got] == [type(r.qtype) for r in want]
