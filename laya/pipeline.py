@@ -263,7 +263,7 @@ class Predictor(HookRegistry, StructuredDecisions):
         for s in states:  # (a loop, not any(<generator>): one frame fewer on every request)
             if s is None:
                 raise TypeError("states must not contain None; pass a str, dict or list per state")
-        texts = [render_state(s) for s in states]
+        texts = [s if type(s) is str else render_state(s) for s in states]  # (render_state(s) is s for a str)
         qset = question_set(questions)
         qs = qset.qs
         if not states:

@@ -127,6 +127,8 @@ class Head:
     # `ids` as int64 bytes (build_head fills them): collate copies these instead of converting the same
     # Python ints again for every row
     id_bytes: bytes | None = field(default=None, compare=False, repr=False)
+    # `markers` as int64 bytes, likewise (a row whose markers all fit has exactly these)
+    marker_bytes: bytes | None = field(default=None, compare=False, repr=False)
 
 
 def build_head(tok: Any, q: Question, head_max_len: int) -> Head:
@@ -154,7 +156,8 @@ def build_head(tok: Any, q: Question, head_max_len: int) -> Head:
         markers.append(len(ids))
         ids.extend(span)
     ids.append(view.sep_id)
-    head = Head(tuple(ids), tuple(markers), per, len({tuple(s) for s in spans}), int64_bytes(ids))
+    head = Head(tuple(ids), tuple(markers), per, len({tuple(s) for s in spans}), int64_bytes(ids),
+                int64_bytes(markers))
     with TOKENIZER_LOCK:
         view.heads[key] = head
         while len(view.heads) > HEAD_CACHE_SIZE:
@@ -186,6 +189,7 @@ def int64_bytes(values: Any) -> bytes:
 
 
 _ONE, _ZERO = int64_bytes([1]), int64_bytes([0])
+_pack_int64 = struct.Struct("q").pack  # one int as int64 bytes, without a Python frame
 
 
 def state_room(tok: Any, q: Question, max_len: int, head_max_len: int) -> int:
@@ -314,23 +318,30 @@ def collate(rows: list[Row], pad_id: int, parallel: bool = False) -> Batch:
     pad = int64_bytes([pad_id])
     ids, mask, marker_pos, marker_mask = bytearray(), bytearray(), bytearray(), bytearray()
     packed: dict = {}  # id(state ids) -> (state ids, their int64 bytes): each state packed once
+    qtype = bytearray()
     for r in rows:
         length, markers = len(r.ids), len(r.markers)
-        if r.source is not None and r.head.id_bytes is not None:  # ids == [*head.ids, *state[start:stop], SEP]
+        head = r.head
+        if r.source is not None and head.id_bytes is not None:  # ids == [*head.ids, *state[start:stop], SEP]
             state, start, stop = r.source
             entry = packed.get(id(state))
             if entry is None:
                 entry = packed[id(state)] = (state, int64_bytes(state))  # holds `state`: its id stays valid
-            ids += r.head.id_bytes
+            ids += head.id_bytes
             ids += entry[1][8 * start:8 * stop]
-            ids += int64_bytes(r.ids[-1:])
+            ids += _pack_int64(r.ids[-1])
+            # a tracked row's markers are a prefix of its head's (row_for): all of them when as many
+            marker_bytes = head.marker_bytes
+            if marker_bytes is None or markers != len(head.markers):
+                marker_bytes = int64_bytes(r.markers)
         else:
             ids += int64_bytes(r.ids)
+            marker_bytes = int64_bytes(r.markers)
         ids += pad * (width - length)
         mask += _ONE * length + _ZERO * (width - length)
-        marker_pos += int64_bytes(r.markers) + _ZERO * (k - markers)
+        marker_pos += marker_bytes + _ZERO * (k - markers)
         marker_mask += b"\x01" * markers + b"\x00" * (k - markers)
-    qtype = bytearray(int64_bytes([r.qtype for r in rows]))
+        qtype += _pack_int64(r.qtype)
     batch = Batch(_tensor(ids, _INT64, n, width), _tensor(mask, _INT64, n, width), _tensor(marker_pos, _INT64, n, k),
                   _tensor(marker_mask, _BOOL, n, k), _tensor(qtype, _INT64, n), rows)
     if parallel:
