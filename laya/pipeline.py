@@ -197,7 +197,7 @@ class Predictor(HookRegistry, StructuredDecisions):
             if lang is not None and not isinstance(lang, str):
                 raise TypeError(f"lang must be a language code string such as 'de', got {type(lang).__name__}")
             return self._answer([state], questions, None, lang, max_len, head_max_len, False,
-                                check_min_confidence(min_confidence))[0]
+                                None if min_confidence is None else check_min_confidence(min_confidence))[0]
         return self.predict_batch([state], questions, lang=lang, hooks=hooks, on_predict_start=on_predict_start,
                                   on_predict_end=on_predict_end, hooks_raise=hooks_raise,
                                   hooks_timeout=hooks_timeout, max_len=max_len, head_max_len=head_max_len,

@@ -342,8 +342,11 @@ def collate(rows: list[Row], pad_id: int, parallel: bool = False) -> Batch:
         marker_pos += marker_bytes + _ZERO * (k - markers)
         marker_mask += b"\x01" * markers + b"\x00" * (k - markers)
         qtype += _pack_int64(r.qtype)
-    batch = Batch(_tensor(ids, _INT64, n, width), _tensor(mask, _INT64, n, width), _tensor(marker_pos, _INT64, n, k),
-                  _tensor(marker_mask, _BOOL, n, k), _tensor(qtype, _INT64, n), rows)
+    # _tensor, inlined (five frames fewer)
+    from_numpy, array = torch.from_numpy, np.ndarray
+    batch = Batch(from_numpy(array((n, width), _INT64, ids)), from_numpy(array((n, width), _INT64, mask)),
+                  from_numpy(array((n, k), _INT64, marker_pos)), from_numpy(array((n, k), _BOOL, marker_mask)),
+                  from_numpy(array((n,), _INT64, qtype)), rows)
     if parallel:
         batch.position_ids, batch.option_ids = parallel_ids(rows, width)
     return batch
