@@ -12,6 +12,7 @@ import marshal
 import threading
 import time
 import warnings
+import weakref
 from typing import Any
 
 import numpy as np
@@ -45,8 +46,10 @@ class QuestionSet:
         self.key = key  # the dict's marshal bytes: equal keys, equal questions; None = not remembered
         self.qs = tuple(qs)  # Questions are frozen: safe to share between calls
         self.shapes = tuple(plan_shape(q) for q in qs)
-        # (tokenizer view, head_max_len, heads) of the last `heads_for`: the request path's usual answer in
-        # one attribute read. Heads are frozen, and a view is kept alive here, so `is` cannot match a new one.
+        # (weak reference to a tokenizer view, head_max_len, heads) of the last `heads_for`: the request
+        # path's usual answer in one attribute read. Heads are frozen. The view is held weakly (remembered
+        # sets must not keep evicted agents' tokenizers alive): while it lives no other view can be it,
+        # and once it is gone the reference answers None, which is never the caller's view.
         self.last_heads: tuple | None = None
         self.last_plans: tuple | None = None  # (temperatures read, binning map or None, plans): see plans_for
 
@@ -56,10 +59,10 @@ class QuestionSet:
     def heads_for(self, view: Any, tok: Any, head_max_len: int) -> tuple:
         """`heads` for `tok`, whose tokenizer view is `view`, remembered for the last view and length."""
         last = self.last_heads
-        if last is not None and last[0] is view and last[1] == head_max_len:
+        if last is not None and last[0]() is view and last[1] == head_max_len:
             return last[2]
         heads = build_heads(tok, self.qs, head_max_len, self.key)
-        self.last_heads = (view, head_max_len, heads)
+        self.last_heads = (weakref.ref(view), head_max_len, heads)
         return heads
 
     def plans(self, cal: Calibration, lang: str | None) -> list[DecodePlan]:

@@ -186,3 +186,27 @@ def test_rows_for_equals_row_for(agent, limits):
             assert [r.source for r in got] == [r.source for r in want]
             assert all(g.source is None or g.source[0] is ids for g in got)
             assert [type(r.qtype) for r in got] == [type(r.qtype) for r in want]
+
+
+def test_remembered_heads_hold_the_tokenizer_view_weakly(agent):
+    import gc
+    import weakref
+
+    from laya.sequence import tokenizer_view
+
+    agent.predict(STATES[0], QUESTIONS)
+    last = pipeline.question_set(QUESTIONS).last_heads
+    assert isinstance(last[0], weakref.ref) and last[0]() is tokenizer_view(agent.tok)
+
+    class View:  # a stand-in view that dies: its entry must not match anything afterwards
+        pass
+
+    qset = pipeline.QuestionSet(None, check_questions(QUESTIONS))
+    gone = View()
+    heads = qset.heads_for(gone, agent.tok, 96)
+    ref = qset.last_heads[0]
+    del gone
+    gc.collect()
+    assert ref() is None
+    assert qset.heads_for(tokenizer_view(agent.tok), agent.tok, 96) == heads  # rebuilt, same content
+    assert qset.last_heads[0]() is tokenizer_view(agent.tok)
