@@ -221,38 +221,14 @@ def build_row(tok: Any, q: Question, state_ids: list[int], keep_tail: bool,
 def row_for(q: Question, head: Head, state_ids: list[int], keep_tail: bool, max_len: int, sep_id: int,
             head_max_len: int, track: bool = False) -> Row:
     """build_row with the question's head at hand; `track` records the row's source for collate."""
-    head_len = len(head.ids)
-    n = len(state_ids)
-    room = max(0, max_len - head_len - 1)
-    if n <= room:
-        start, stop = 0, n
-    elif keep_tail:
-        start, stop = n - room, n
-    else:
-        start, stop = 0, room
-    part = state_ids if stop - start == n else state_ids[start:stop]
-    source = None
-    if head_len + (stop - start) < max_len:  # the row fits whole: nothing to clip
-        ids = [*head.ids, *part, sep_id]
-        if track:
-            source = (state_ids, start, stop)
-    else:
-        ids = [*head.ids, *part, sep_id][:max_len]
-    markers = head.markers
-    markers = list(markers) if markers and markers[-1] < max_len else [m for m in markers if m < max_len]
-    if len(markers) < q.k:
-        raise ValueError(
-            f"question '{q.qid}': only {len(markers)} of its {q.k} option markers fit in max_len={max_len} "
-            f"with head_max_len={head_max_len}; lower head_max_len, raise max_len, or use fewer options")
-    used = min(stop - start, max(0, max_len - head_len))
-    return Row(ids, markers, q.qtype_id, used, n - used, head, source)
+    return rows_for(((q, head),), state_ids, keep_tail, max_len, sep_id, head_max_len, track)[0]
 
 
 def rows_for(pairs: Any, state_ids: list[int], keep_tail: bool, max_len: int, sep_id: int,
-             head_max_len: int) -> list[Row]:
-    """`row_for(q, head, state_ids, keep_tail, max_len, sep_id, head_max_len, track=True)` for each
-    (question, head) pair, in order, in one frame (the request path's rows: same Rows, same errors;
-    tests/test_request_caches.py compares the two)."""
+             head_max_len: int, track: bool = True) -> list[Row]:
+    """The rows of one state, one per (question, head) pair in order, in one frame (the request path builds
+    all of a state's rows at once): head + as much state as fits + [SEP], clipped to max_len; rows that
+    would lose markers are refused.  `track` records each whole row's source for collate."""
     n = len(state_ids)
     rows = []
     for q, head in pairs:
@@ -269,7 +245,8 @@ def rows_for(pairs: Any, state_ids: list[int], keep_tail: bool, max_len: int, se
         source = None
         if head_len + (stop - start) < max_len:  # the row fits whole: nothing to clip
             ids = [*head_ids, *part, sep_id]
-            source = (state_ids, start, stop)
+            if track:
+                source = (state_ids, start, stop)
         else:
             ids = [*head_ids, *part, sep_id][:max_len]
         markers = head.markers

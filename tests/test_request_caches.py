@@ -162,9 +162,10 @@ def test_errors_are_predict_batchs(agent, call, error):
 
 
 @pytest.mark.parametrize("limits", [(512, 192), (64, 24), (40, 16), (30, 24), (12, 8)])
-def test_rows_for_equals_row_for(agent, limits):
-    """sequence.rows_for (the request path's rows in one frame) against row_for, question by question:
-    the same Rows (source included) or the same error."""
+def test_tracked_rows_record_their_source_only_when_whole(agent, limits):
+    """sequence.rows_for (the request path's rows, tracked for collate) against row_for (untracked): the
+    same Rows or the same error; a tracked row that holds its head, the state slice and [SEP] unclipped
+    records (state ids, start, stop) of that slice, every other row records None."""
     from laya.sequence import build_head, encode, row_for, rows_for, tokenizer_view
 
     max_len, head_max_len = limits
@@ -175,17 +176,21 @@ def test_rows_for_equals_row_for(agent, limits):
         ids = encode(agent.tok, laya.questions.render_state(state))
         for keep_tail in (False, True):
             try:
-                want = [row_for(q, h, ids, keep_tail, max_len, sep, head_max_len, track=True) for q, h in pairs]
+                plain = [row_for(q, h, ids, keep_tail, max_len, sep, head_max_len) for q, h in pairs]
             except ValueError as e:
                 with pytest.raises(ValueError) as got:
                     rows_for(pairs, ids, keep_tail, max_len, sep, head_max_len)
                 assert str(got.value) == str(e)
                 continue
-            got = rows_for(pairs, ids, keep_tail, max_len, sep, head_max_len)
-            assert got == want
-            assert [r.source for r in got] == [r.source for r in want]
-            assert all(g.source is None or g.source[0] is ids for g in got)
-            assert [type(r.qtype) for r in got] == [type(r.qtype) for r in want]
+            tracked = rows_for(pairs, ids, keep_tail, max_len, sep, head_max_len)
+            assert tracked == plain and all(r.source is None for r in plain)
+            for row, (q, head) in zip(tracked, pairs):
+                if row.source is None:
+                    assert len(row.ids) == max_len  # clipped: collate must copy the ids
+                    continue
+                source, start, stop = row.source
+                assert source is ids
+                assert row.ids == [*head.ids, *ids[start:stop], sep]
 
 
 def test_remembered_heads_hold_the_tokenizer_view_weakly(agent):
