@@ -1,7 +1,8 @@
 """Tile sweep for the fast path's kernels (issue 5): which GEMM / attention tiles, and which split-K factor,
 are fastest at each token-row count M of a ModernBERT-large layer?  (H200; writes JSON.)
 
-    python benchmarks/bench_tiles.py [--ms 16,64,...] [--no-attention] [--varlen-only] --out benchmarks/results/<name>.json
+    python benchmarks/bench_tiles.py [--ms 16,64,...] [--no-attention] [--varlen-only] \
+        --out benchmarks/results/<name>.json
 
 Few rows (M < 4096) try the small-tile and split-K candidates, many rows the large-tile ones.
 

@@ -192,7 +192,8 @@ class Predictor(HookRegistry, StructuredDecisions):
         if state is None:
             raise TypeError("state must be a str, dict or list, got None")
         if hooks is None and on_predict_start is None and on_predict_end is None and not self.hooks \
-                and not hooks_mod.has_default_hooks() and getattr(self.predict_batch, "__func__", None) is _PREDICT_BATCH:
+                and not hooks_mod.has_default_hooks() \
+                and getattr(self.predict_batch, "__func__", None) is _PREDICT_BATCH:
             # predict_batch's common case inlined (no hooks anywhere, predict_batch not overridden or patched):
             # its checks, in its order, for the one-state list, then _answer, without the second call
             if not isinstance(questions, dict):
