@@ -20,7 +20,7 @@ from laya.answers import (Calibration, answer_confidence, apply_binning_map, app
                           check_min_confidence, confidence_from_probs, decode_answer, resolve_lang_temperatures,
                           round4, softmax, temp_bucket)
 from laya.questions import check_question, check_questions, keeps_tail, render_state
-from laya.sequence import Row, build_head, collate, encode, row_for, tokenizer_view
+from laya.sequence import Row, build_head, collate, row_for, tokenizer_view
 
 
 def bits(value):
@@ -157,19 +157,11 @@ def test_decode_of_extreme_logits_matches_the_textbook_formula():
 # ---- collation --------------------------------------------------------------------------------
 
 def numpy_collate(rows, pad_id):
-    """Collation as numpy buffers filled row by row (the layout `collate` must reproduce)."""
-    n, width, k = len(rows), max(len(r.ids) for r in rows), max(len(r.markers) for r in rows)
-    input_ids = np.full((n, width), pad_id, dtype=np.int64)
-    attention_mask = np.zeros((n, width), dtype=np.int64)
-    marker_pos = np.zeros((n, k), dtype=np.int64)
-    marker_mask = np.zeros((n, k), dtype=np.bool_)
-    for i, r in enumerate(rows):
-        input_ids[i, :len(r.ids)] = r.ids
-        attention_mask[i, :len(r.ids)] = 1
-        marker_pos[i, :len(r.markers)] = r.markers
-        marker_mask[i, :len(r.markers)] = True
-    qtype = np.array([r.qtype for r in rows], dtype=np.int64)
-    return [torch.from_numpy(a) for a in (input_ids, attention_mask, marker_pos, marker_mask, qtype)]
+    """Collation as numpy buffers filled row by row (the layout `collate` must reproduce): the training
+    loop's collate_train, which builds the same layout that way."""
+    from laya.train.loop import collate_train
+
+    return collate_train(rows, pad_id).tensors()
 
 
 def test_collate_matches_numpy_buffers(tok):
