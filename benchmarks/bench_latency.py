@@ -30,7 +30,7 @@ the probabilities; noul: P(true) > 0.5), disagreements (all, and where the refer
 margin is >= 0.05), max |dp| over all answer probabilities and max |d act_probability|.
 
 A per-stage breakdown at case a128 (for every backend, tilelang first in the summary) wraps laya's
-own pipeline functions with timers: encode_many (tokenisation), Predictor._rows_from_ids (rows),
+own pipeline functions with timers: encode_view (tokenisation), rows_for (rows, per state),
 collate, Agent._infer (H2D copies, forward, D2H copies, act softmax) and Predictor._result
 (decoding); the forward itself is `agent.model.forward` wrapped with torch.cuda.synchronize()
 before and after (its host-side time until return is recorded too). Approximate: the timers and
@@ -292,12 +292,12 @@ class StageClock:
     def __enter__(self) -> "StageClock":
         import laya.pipeline as pipeline
 
-        for name, stage in (("encode_many", "tokenise"), ("collate", "collate")):
+        # the functions Predictor._answer calls through laya.pipeline's namespace
+        for name, stage in (("encode_view", "tokenise"), ("rows_for", "rows"), ("collate", "collate")):
             original = getattr(pipeline, name)
             self._module_saved.append((pipeline, name, original))
             setattr(pipeline, name, self._timed(stage, original))
         agent = self.agent
-        self._patch_instance(agent, "_rows_from_ids", self._timed("rows", agent._rows_from_ids))
         self._patch_instance(agent, "_infer", self._timed("infer", agent._infer))
         self._patch_instance(agent, "_result", self._timed("decode", agent._result))
         self._patch_instance(agent.model, "forward", self._forward(agent.model.forward))
@@ -337,7 +337,7 @@ def breakdown(agent, case: Case, inputs: dict, calls: int) -> dict:
     return {"calls": calls,
             "median_ms": {k: round(statistics.median(r[k] for r in per_call), 4) for k in keys},
             "mean_ms": {k: round(statistics.fmean(r[k] for r in per_call), 4) for k in keys},
-            "method": "timers around laya.pipeline.encode_many (tokenise), Predictor._rows_from_ids (rows), "
+            "method": "timers around laya.pipeline.encode_view (tokenise), laya.pipeline.rows_for (rows), "
                       "laya.pipeline.collate (collate), Agent._infer (infer), Predictor._result (decode) and "
                       "agent.model.forward with torch.cuda.synchronize() before and after (forward; forward_host "
                       "= until it returned); infer_minus_forward = H2D copies, D2H copies, act softmax, lock; "

@@ -70,7 +70,7 @@ import torch  # noqa: E402
 
 import laya  # noqa: E402
 from laya.questions import check_questions, keeps_tail, render_state  # noqa: E402
-from laya.sequence import collate, encode_many, scrub_mask  # noqa: E402
+from laya.sequence import collate, encode_view, rows_for, scrub_mask  # noqa: E402
 
 from _env import bench_checkpoint, cpu_sample, cpu_share, environment, wait_for_quiet  # noqa: E402
 
@@ -411,7 +411,7 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
     """Median ms per state of each stage, running laya's pipeline functions in the order of
     Predictor._answer (laya/pipeline.py).
 
-    Mirrors _answer/_rows_from_ids/Agent._run_forward/_result step by step (private helpers on purpose: the
+    Mirrors _answer/Agent._run_forward/_result step by step (private helpers on purpose: the
     point is to time the real code; update this when _answer changes). What the direct measurement has on
     top of these stages ("glue") is the read/write gate, argument checks, hook checks and the model-call
     plumbing. Question heads come from laya's per-tokenizer cache of question sets after the first call, as
@@ -420,7 +420,7 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
     """
 
     from laya.agent import act_probabilities, host_array
-    from laya.answers import Calibration, check_min_confidence
+    from laya.answers import check_min_confidence
     from laya.pipeline import question_set
     from laya.sequence import tokenizer_view
 
@@ -439,13 +439,13 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
         qset = question_set(questions)  # validated question sets are remembered, as in _answer
         qs = qset.qs
         t1 = time.perf_counter()
-        cal = Calibration(agent.temperature, agent.temperature_by_options, agent.lang_temperatures, agent.binning_map)
-        heads = qset.heads(tok, head_max_len)
-        plans = qset.plans(cal, None)
+        pairs = tuple(zip(qs, qset.heads_for(view, tok, head_max_len)))
+        plans = qset.plans_for(agent.temperature, agent.temperature_by_options, agent.lang_temperatures,
+                               agent.binning_map)
         t2 = time.perf_counter()
-        state_ids = encode_many(tok, [scrub_mask(tok, text) for text in texts])  # one Rust call, like _answer
+        state_ids = encode_view(tok, view, [scrub_mask(tok, text) for text in texts])  # one call, like _answer
         t3 = time.perf_counter()
-        encoded = [agent._rows_from_ids(ids, keeps_tail(s), qs, max_len, head_max_len, heads=heads)
+        encoded = [(len(ids), rows_for(pairs, ids, keeps_tail(s), max_len, view.sep_id, head_max_len))
                    for s, ids in zip(states, state_ids)]
         t4 = time.perf_counter()
         collate([r for _, rows in encoded for r in rows], view.pad_id)
@@ -457,7 +457,7 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
         t6 = time.perf_counter()
         k = len(qs)
         for j, enc in enumerate(encoded):
-            agent._result(qs, enc, logits[j * k:(j + 1) * k], act[j * k:(j + 1) * k], cal, None, None, plans=plans)
+            agent._result(qs, enc, logits[j * k:(j + 1) * k], act[j * k:(j + 1) * k], None, None, None, plans=plans)
         t7 = time.perf_counter()
         for name, (a, b) in zip(stages, ((t0, t1), (t1, t2), (t2, t3), (t3, t4), (t4, t5), (t5, t6), (t6, t7))):
             stages[name].append((b - a) * 1000.0)

@@ -266,10 +266,10 @@ class Agent(Predictor):
         self._max_positions_of = (model, limit)
         return limit
 
-    def _chunks_scope(self, chunked: bool) -> Any:
+    def _chunks_scope(self) -> Any:
         # On CUDA an outer (disabled) autocast scope keeps the inner scopes' cast-weight cache alive
         # across chunks; each chunk would otherwise re-cast every weight to 16 bits.
-        if chunked and self.device.type == "cuda" and self.amp_enabled:
+        if self.device.type == "cuda" and self.amp_enabled:
             return torch.autocast("cuda", enabled=False)
         return contextlib.nullcontext()
 

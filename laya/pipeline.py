@@ -23,8 +23,8 @@ from .answers import (Calibration, DecodePlan, apply_min_confidence, check_min_c
 from .calibration import TEMPERATURE_KEYS, read_calibration, write_calibration
 from .hooks import HookRegistry, PredictContext
 from .questions import Question, check_questions, keeps_tail, render_state
-from .sequence import (DEFAULT_HEAD_MAX_LEN, Batch, Row, build_head, build_heads, collate, encode, encode_view, row_for,
-                       rows_for, scrub_mask, tokenizer_view)
+from .sequence import (DEFAULT_HEAD_MAX_LEN, Batch, Row, build_head, build_heads, collate, encode, encode_view, rows_for,
+                       scrub_mask, tokenizer_view)
 from .structured import StructuredDecisions
 
 DEFAULT_MAX_LEN = 512
@@ -170,9 +170,9 @@ class Predictor(HookRegistry, StructuredDecisions):
         """The longest row the encoder accepts (None = no limit known)."""
         return None
 
-    def _chunks_scope(self, chunked: bool) -> Any:
+    def _chunks_scope(self) -> Any:
         """A context around all forwards of one call that runs several chunks (the torch Agent keeps
-        autocast casts alive). _answer asks only for such calls (chunked=True); one forward needs none."""
+        autocast casts alive). _answer asks only for such calls; one forward needs none."""
         return contextlib.nullcontext()
 
     def _setup_hooks(self, hooks: Any, on_predict_start: Any, on_predict_end: Any, hooks_raise: bool,
@@ -304,7 +304,7 @@ class Predictor(HookRegistry, StructuredDecisions):
         chunk = n if batch_size is None else batch_size
         sorting = sort_by_length and batch_size is not None and 1 < batch_size < n
         window = 8 * chunk if sorting else n
-        with self._chunks_scope(True) if chunk < n else NO_SCOPE:
+        with self._chunks_scope() if chunk < n else NO_SCOPE:
             for start in range(0, n, window):
                 stop = min(n, start + window)
                 # one tokenizer call for the whole window: parallel in Rust, and no per-call setup each;
@@ -342,9 +342,8 @@ class Predictor(HookRegistry, StructuredDecisions):
         tok = self.tok
         if heads is None:
             heads = [build_head(tok, q, head_max_len) for q in qs]
-        sep = tokenizer_view(tok).sep_id
-        return len(state_ids), [row_for(q, head, state_ids, keep_tail, max_len, sep, head_max_len, track=True)
-                                for q, head in zip(qs, heads)]
+        return len(state_ids), rows_for(tuple(zip(qs, heads)), state_ids, keep_tail, max_len,
+                                        tokenizer_view(tok).sep_id, head_max_len)
 
     def _result(self, qs: list[Question], encoded: tuple[int, list[Row]], logits: list, act: list,
                 cal: Calibration, lang: str | None, min_confidence: Any, plans: list | None = None) -> dict:
