@@ -112,8 +112,8 @@ class AsciiWordPiece:
 
     def encode(self, text: str) -> list[int] | None:
         """The ids `Tokenizer.encode(text, add_special_tokens=False)` gives, or None when not covered."""
-        if not (text.isascii() and (text.isprintable() or _NOT_COVERED.search(text) is None)):
-            return None  # (ascii_covered, inlined: one frame fewer per text)
+        if not ascii_covered(text):
+            return None
         lowered = text.lower()
         gate = self.added_gate
         if gate is None or gate in lowered:
