@@ -13,7 +13,8 @@ batch shape, so a batch can run in one of two layouts (``Plan``):
 The residual stream stays fp32 (ModernBERT-large activations reach ~3e4); GEMM operands are 16-bit
 copies made once.  On CUDA each plan that recurs (CAPTURE_AFTER runs) is captured once into a CUDA
 graph and replayed from static input buffers under a lock; outputs are copied out before the lock is
-released.  The scorer and act head run in plain torch on the gathered marker rows, exactly as the eager
+released.  The edges between the graph's kernels are made programmatic (``laya.cuda_pdl``): each kernel
+is launched while the one before it still runs and waits inside itself, which hides the launch gaps.  The scorer and act head run in plain torch on the gathered marker rows, exactly as the eager
 model (`model.decide`).
 
 ``cpu=True`` builds the same composition from the kernels' fp32 CPU specialisation: a correctness
@@ -22,6 +23,7 @@ path for tests on machines without a GPU, not a CPU backend (the scalar kernels 
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -34,6 +36,7 @@ import torch.nn.functional as F
 
 from . import tl_kernels as K
 from .backends.base import bucket_rows, bucket_tokens
+from .cuda_pdl import make_edges_programmatic, waiting_kernels
 from .model import decide, head_heads
 
 HEAD_DH = 64  # the decision head partitions d into 64-wide heads (model.head_heads)
@@ -185,7 +188,8 @@ class FastLaya:
     """``FastLaya(model)(input_ids, attention_mask, marker_pos, marker_mask, qtype) -> (logits, act_logits)``."""
 
     def __init__(self, model, max_len: int = 1024, use_graphs: bool = True, verbose: bool = False,
-                 dtype: torch.dtype = torch.bfloat16, *, cpu: bool = False, pad_id: int | None = None):
+                 dtype: torch.dtype = torch.bfloat16, *, cpu: bool = False, pad_id: int | None = None,
+                 pdl: bool | None = None):
         if cpu:
             dtype, use_graphs = torch.float32, False
         elif dtype not in (torch.bfloat16, torch.float16):
@@ -205,6 +209,9 @@ class FastLaya:
         if cpu != (self.device.type == "cpu"):
             raise ValueError(f"cpu={cpu} but the model is on {self.device}; move it or change cpu=")
         self.cpu, self.dtype, self.use_graphs, self.verbose = cpu, dtype, use_graphs, verbose
+        # Programmatic edges between the captured kernels (laya.cuda_pdl); LAYA_PDL=0 turns them off.
+        self.pdl = os.environ.get("LAYA_PDL", "1") != "0" if pdl is None else bool(pdl)
+        self.pdl_edges = 0  # programmatic edges in the graphs captured so far
         self.max_len = int(max_len)
         self.pad_id = int(config.pad_token_id if pad_id is None else pad_id)
         self.d = config.hidden_size
@@ -329,6 +336,7 @@ class FastLaya:
         kernels = self._compile(requests)
         self.compile_s = time.perf_counter() - start
         self.sets = [{name: kernels[(name, c)] for name, cc in requests if cc == c} for c in range(len(M_CLASSES))]
+        self._waiting = set() if self.cpu else waiting_kernels({id(k): k for k in kernels.values()}.values())
         self.splits = [{name: splits[(name, c)] for name, cc in splits if cc == c} for c in range(len(M_CLASSES))]
         self._log(f"compiled {len({id(k) for k in kernels.values()})} kernels in {self.compile_s:.1f} s")
 
@@ -461,14 +469,23 @@ class FastLaya:
             for _ in range(2):
                 self._body(plan, slot)
         torch.cuda.current_stream(self.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
+        # keep_graph: the captured graph stays editable until instantiate(), for the programmatic edges
+        graph = torch.cuda.CUDAGraph(keep_graph=self.pdl)
         # thread_local: other threads keep making CUDA calls outside the lock while a plan is captured
         # (decoding after it); the default "global" mode would fail them.
         with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             out = self._body(plan, slot)
+        edges = 0
+        if self.pdl:
+            try:
+                edges = make_edges_programmatic(graph.raw_cuda_graph(), self._waiting)
+            except (OSError, AttributeError, RuntimeError) as e:  # no driver support: the graph as captured
+                self._log(f"programmatic launch unavailable ({type(e).__name__}: {e}); plain edges")
+            graph.instantiate()
         slot.graph, slot.out = graph, out
         self.captures += 1
-        self._log(f"captured {plan} in {1e3 * (time.perf_counter() - start):.0f} ms")
+        self.pdl_edges += edges
+        self._log(f"captured {plan} in {1e3 * (time.perf_counter() - start):.0f} ms ({edges} programmatic edges)")
 
     def _body(self, plan: Plan, slot: _Slot) -> torch.Tensor:
         """Encoder and decision head for one plan: the fp32 head output rows [M, d]."""

@@ -130,6 +130,22 @@ class _Spec:
         self.row_sum = row_sum
         self.row_max = row_max
 
+    def chain(self):
+        """Open a GPU kernel body for programmatic dependent launch (PDL).
+
+        ``griddepcontrol.wait`` first: nothing before it touches memory, so the kernel may be launched
+        while the kernel before it in the stream is still running, and it waits here for that kernel
+        to finish and its writes to be visible.  Then ``launch_dependents``: the next kernel may be
+        scheduled now and sit at its own wait.  Launched normally both are no-ops; the overlap needs a
+        programmatic edge, which the fast path adds to its CUDA graphs (``laya.cuda_pdl``).  Every
+        kernel waits, so each one's predecessors are complete when it reads, however the chain runs.
+        """
+        import tilelang.language as T
+
+        if not self.cpu:  # (a bare intrinsic call outside the parsed body emits nothing: T.evaluate does)
+            T.evaluate(T.pdl_sync())
+            T.evaluate(T.pdl_trigger())
+
     def swizzle(self, panel: int = 10):
         """Block rasterisation for L2 reuse on the GPU; meaningless (and dropped) on the CPU."""
         import tilelang.language as T
@@ -294,6 +310,7 @@ def _gemm_kernel(
         C: T.Tensor((M, N), dtype),
     ):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            S.chain()
             A_s = S.tile((bm, bk), dtype)
             W_s = S.tile((bn, bk), dtype)
             C_s = S.tile((bm, bn), dtype)
@@ -359,6 +376,7 @@ def _gemm_splitk_kernel(
         P: T.Tensor((splits, M, N), "float32"),
     ):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), splits, threads=threads) as (bx, by, bz):
+            S.chain()
             A_s = S.tile((bm, bk), dtype)
             W_s = S.tile((bn, bk), dtype)
             acc = S.acc((bm, bn), ACCUM)
@@ -411,6 +429,7 @@ def _gemm_geglu_kernel(
         C: T.Tensor((M, F), dtype),
     ):
         with T.Kernel(T.ceildiv(F, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            S.chain()
             A_s = S.tile((bm, bk), dtype)
             Wu_s = S.tile((bn, bk), dtype)  # rows of the activated half
             Wg_s = S.tile((bn, bk), dtype)  # matching rows of the gate half
@@ -489,6 +508,7 @@ def _add_ln_kernel(
         Y: T.Tensor((M, D), dtype),
     ):
         with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            S.chain()
             x = S.acc((bm, D), ACCUM)
             sq = S.acc((bm, D), ACCUM)
             mean = S.acc((bm,), ACCUM)
@@ -565,6 +585,7 @@ def _rope_prim(H, Dh, bm, threads, dtype, cpu, positions):
             Pos: T.Tensor((M,), "int32"),
         ):
             with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+                S.chain()
                 for i, e in S.par(bm, 2 * H * half):
                     if bx * bm + i < M:
                         rotate(QKV, Cos, Sin, bx * bm + i, e, Pos[bx * bm + i])
@@ -578,6 +599,7 @@ def _rope_prim(H, Dh, bm, threads, dtype, cpu, positions):
         Sin: T.Tensor((L, half), "float32"),
     ):
         with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            S.chain()
             for i, e in S.par(bm, 2 * H * half):
                 if bx * bm + i < M:
                     rotate(QKV, Cos, Sin, bx * bm + i, e, (bx * bm + i) % L)
@@ -712,6 +734,7 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen)
             O: T.Tensor((Ts, H * Dh), dtype),
         ):
             with T.Kernel(T.ceildiv(Ls, bm), H, Bs, threads=threads) as (bx, by, bz):
+                S.chain()
                 n = T.min(Lens[bz], Ls)
                 attend(QKV, O, Starts[bz], n, bx * bm, by, n)
 
@@ -724,6 +747,7 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen)
         O: T.Tensor((Bs, Ls, H * Dh), dtype),
     ):
         with T.Kernel(T.ceildiv(Ls, bm), H, Bs, threads=threads) as (bx, by, bz):
+            S.chain()
             # One flat row axis (b * L + position): the body indexes dense and packed rows alike.
             attend(T.reshape(QKV, (Bs * Ls, 3, H, Dh)), T.reshape(O, (Bs * Ls, H * Dh)), bz * Ls,
                    T.min(Lens[bz], Ls), bx * bm, by, Ls)

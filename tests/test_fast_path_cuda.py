@@ -99,6 +99,26 @@ def test_graph_replay_equals_a_plain_run(tiny_checkpoint, fused):
             assert torch.equal(a, b)
 
 
+def test_programmatic_edges_change_no_number(fused):
+    """Graphs with programmatic (PDL) edges between the kernels give the bits of graphs without them, for a
+    packed plan and a single dense row, and the edges are really there."""
+    qs = check_questions(QUESTIONS)
+    batches = [[r for s in STATES for r in fused._rows(str(s), False, qs, 256, 96)[1]],
+               fused._rows(STATES[1], False, qs, 256, 96)[1][:1]]
+    builds = {pdl: FastLaya(fused.model, max_len=256, dtype=torch.bfloat16, pad_id=fused.tok.pad_token_id, pdl=pdl)
+              for pdl in (True, False)}
+    for rows in batches:
+        tensors = [t.cuda() for t in collate(rows, fused.tok.pad_token_id).tensors()]
+        with torch.no_grad():
+            out = {pdl: [fl(*tensors) for _ in range(fast_module.CAPTURE_AFTER + 2)][-1] for pdl, fl in builds.items()}
+        for a, b in zip(out[True], out[False]):
+            assert torch.equal(a, b)
+    assert builds[True].captures == builds[False].captures == 2
+    assert builds[False].pdl_edges == 0
+    # every TileLang kernel after the first of each graph waits on a programmatic edge
+    assert builds[True].pdl_edges >= 2 * 8 * fused.model.encoder.config.num_hidden_layers, builds[True].pdl_edges
+
+
 def test_big_plans_run_without_a_graph(fused):
     """A packed batch above GRAPH_MAX_TOKENS runs eagerly (no capture) and equals a graph-free build."""
     states = [("word " * (120 + 7 * i)) for i in range(40)]  # ~40 rows x 3 questions, > 4096 real tokens
