@@ -7,8 +7,7 @@
 One agent is loaded once; each backend is installed on it in turn (`eager` = the Agent default: the
 stock forward under 16-bit autocast on CUDA; `compile` = `set_backend("compile", strict=True)`, i.e.
 torch.compile mode reduce-overhead; `tilelang` = `set_backend("tilelang", strict=True)`, the fused
-forward of laya/fast.py; `tilelang:nopdl` = the same without programmatic dependent launch in its CUDA
-graphs, the A/B baseline for PDL). A backend that fails to install is reported as unavailable, with its
+forward of laya/fast.py). A backend that fails to install is reported as unavailable, with its
 error, and the run goes on. Every case is timed end to end through the public API (`agent.predict`
 or `agent.predict_batch`: validation, tokenisation, rows, collation, forward, host copies, decoding):
 
@@ -386,31 +385,21 @@ def compare(reference: list, other: list) -> dict:
 
 # ---- backends -----------------------------------------------------------------------------------
 
-VARIANTS = {"nopdl": "tilelang without programmatic edges in its CUDA graphs (the A/B baseline for PDL)"}
-
-
 def install(agent, name: str) -> dict:
-    """Install backend `name`; `tilelang:nopdl` is tilelang with FastLaya.pdl off (VARIANTS)."""
     info: dict = {}
-    base, _, variant = name.partition(":")
-    if variant and (base != "tilelang" or variant not in VARIANTS):
-        raise ValueError(f"unknown backend variant {name!r}; known: " + ", ".join(f"tilelang:{v}" for v in VARIANTS))
-    if base == "eager":
+    if name == "eager":
         agent.deaccelerate()  # the Agent default: the stock forward (under 16-bit autocast on CUDA)
     else:
-        agent.set_backend(base, strict=True)
+        agent.set_backend(name, strict=True)
     backend = agent.backend_object
-    if agent.backend != base:
-        raise RuntimeError(f"asked for backend {base!r}, the agent runs {agent.backend!r}")
-    if variant == "nopdl":
-        backend.fast.pdl = False  # before any plan is captured: set_backend built a fresh FastLaya
+    if agent.backend != name:
+        raise RuntimeError(f"asked for backend {name!r}, the agent runs {agent.backend!r}")
     for attr in ("mode", "warmup_s", "cache_dir", "max_len"):
         if backend is not None and hasattr(backend, attr):
             info[attr] = getattr(backend, attr)
     fast = getattr(backend, "fast", None)
     if fast is not None:
         info["kernel_compile_s"] = round(getattr(fast, "compile_s", 0.0), 2)
-        info["pdl"] = fast.pdl
     return info
 
 
@@ -564,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     from laya import backends as backends_mod
 
     for name in backend_names:
-        backends_mod.normalise(name.partition(":")[0])  # a typo fails here, before minutes of setup
+        backends_mod.normalise(name)  # a typo fails here, before minutes of setup
     wall = time.perf_counter()
 
     def clock() -> str:
@@ -664,9 +653,6 @@ def main(argv: list[str] | None = None) -> int:
                 rec["breakdown_a128"] = {"error": f"{type(e).__name__}: {e}"}
                 print(f"  stage breakdown ({name}) failed: {type(e).__name__}: {e}", flush=True)
         rec["plans"] = fast_plans(agent)
-        fast = getattr(agent.backend_object, "fast", None)
-        if fast is not None:
-            rec["pdl_edges"] = fast.pdl_edges
         if agent.device.type == "cuda":
             rec["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(agent.device) / 2**30, 2)
         ref = "eager" if "eager" in answers else next(iter(answers))

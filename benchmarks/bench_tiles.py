@@ -46,7 +46,11 @@ PLAIN = [dict(bm=64, bn=32, bk=128, stages=3, threads=128),  # the fast path's "
          dict(bm=64, bn=64, bk=128, stages=3, threads=128),
          dict(bm=32, bn=64, bk=128, stages=4, threads=128),
          dict(bm=16, bn=64, bk=128, stages=4, threads=128),
-         dict(bm=128, bn=128, bk=64, stages=3, threads=256)]
+         dict(bm=128, bn=128, bk=64, stages=3, threads=256),
+         # 16-wide column tiles: few rows need more thread blocks in flight to stream the weights
+         dict(bm=128, bn=16, bk=128, stages=3, threads=128),
+         dict(bm=64, bn=16, bk=256, stages=3, threads=128),
+         dict(bm=64, bn=16, bk=128, stages=4, threads=128)]
 SPLIT_TILES = [dict(bm=64, bn=64, bk=128, stages=3, threads=128),
                dict(bm=128, bn=64, bk=64, stages=4, threads=128),
                dict(bm=32, bn=64, bk=128, stages=4, threads=128),
@@ -71,7 +75,11 @@ GEGLU = [dict(bm=64, bn=32, bk=128, stages=2, threads=128),  # "small" so far
          dict(bm=64, bn=64, bk=64, stages=3, threads=128),
          dict(bm=32, bn=64, bk=128, stages=3, threads=128),
          dict(bm=16, bn=64, bk=128, stages=3, threads=128),
-         dict(bm=128, bn=64, bk=64, stages=3, threads=256)]
+         dict(bm=128, bn=64, bk=64, stages=3, threads=256),
+         dict(bm=128, bn=16, bk=128, stages=3, threads=128),
+         dict(bm=64, bn=16, bk=256, stages=2, threads=128),
+         dict(bm=128, bn=16, bk=256, stages=2, threads=128),
+         dict(bm=64, bn=16, bk=128, stages=4, threads=128)]
 ATTN = [dict(bm=128, bn=128, stages=2, threads=256),  # "attn_full" so far
         dict(bm=128, bn=64, stages=2, threads=256),  # "attn_window" so far
         dict(bm=64, bn=64, stages=2, threads=128),

@@ -6,16 +6,19 @@ batch shape, so a batch can run in one of two layouts (``Plan``):
 * dense:  rows x padded length (M = B * L).  Attention reads the QKV GEMM output in place.  Used when
   padding is cheap (one row, or rows of similar length).
 * packed: only the batch's real tokens, one sequence after another (M = their count, bucketed up).
-  Padded tokens are never computed: RoPE takes each row's position from a table and attention
-  (``attn_varlen_kernel``) finds each sequence by its first row and length.  The bucket's dummy rows
-  belong to no sequence; they only need to stay finite.
+  Padded tokens are never computed: attention (``attn_varlen_kernel``) finds each sequence by its
+  first row and length.  The bucket's dummy rows belong to no sequence; they only need to stay finite.
+
+Either way every token row carries its position (a static input): the QKV projection applies RoPE in
+its epilogue (``gemm_rope_kernel``), one kernel where a GEMM and a RoPE pass were two.
 
 The residual stream stays fp32 (ModernBERT-large activations reach ~3e4); GEMM operands are 16-bit
 copies made once.  On CUDA each plan that recurs (CAPTURE_AFTER runs) is captured once into a CUDA
 graph and replayed from static input buffers under a lock; outputs are copied out before the lock is
-released.  The edges between the graph's kernels are made programmatic (``laya.cuda_pdl``): each kernel
-is launched while the one before it still runs and waits inside itself, which hides the launch gaps.  The scorer and act head run in plain torch on the gathered marker rows, exactly as the eager
-model (`model.decide`).
+released.  Every kernel starts with a programmatic-dependent-launch wait (``tl_kernels._Spec.chain``),
+so TileLang launches it with programmatic stream serialisation and a captured graph joins the kernels
+with programmatic edges: each kernel's launch overlaps the end of the one before it.  The scorer and
+act head run in plain torch on the gathered marker rows, exactly as the eager model (`model.decide`).
 
 ``cpu=True`` builds the same composition from the kernels' fp32 CPU specialisation: a correctness
 path for tests on machines without a GPU, not a CPU backend (the scalar kernels are slow).
@@ -23,7 +26,6 @@ path for tests on machines without a GPU, not a CPU backend (the scalar kernels 
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -36,7 +38,6 @@ import torch.nn.functional as F
 
 from . import tl_kernels as K
 from .backends.base import bucket_rows, bucket_tokens
-from .cuda_pdl import make_edges_programmatic, waiting_kernels
 from .model import decide, head_heads
 
 HEAD_DH = 64  # the decision head partitions d into 64-wide heads (model.head_heads)
@@ -67,7 +68,12 @@ def _t(bm, bn, bk, stages, threads, splits=0):
 # residual-add + LayerNorm sums, so it costs no extra kernel.
 M_CLASSES = (32, 64, 128, 256, 512, 1024, 2048, None)
 GPU_TILES = {
-    # N >= 3d: the encoder's and the head's QKV, the head's 4d-wide first FFN layer
+    # the encoder's QKV with RoPE in its epilogue: the "wide" tiles, whose bn is a whole number of heads
+    # (bn = 64 instead of 32 at M <= 64: 4.8 against 4.5 us in the sweep)
+    "qkv_rope": (_t(16, 64, 128, 4, 128), _t(64, 64, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
+                 _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256), _t(128, 256, 64, 3, 256),
+                 _t(128, 256, 64, 4, 256)),
+    # N >= 3d: the head's QKV, the head's 4d-wide first FFN layer
     "wide": (_t(16, 64, 128, 4, 128), _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
              _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256), _t(128, 256, 64, 3, 256),
              _t(128, 256, 64, 4, 256)),
@@ -84,9 +90,8 @@ GPU_TILES = {
     "down": (_t(16, 64, 128, 4, 128, splits=8), _t(32, 64, 128, 4, 128, splits=4), _t(64, 64, 128, 3, 128, splits=4),
              _t(64, 64, 128, 3, 128, splits=2), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
              _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
-    # Row-wise kernels: one row per block for few rows (latency: more blocks, fewer serial steps per
-    # thread); the measured large-M optimum otherwise (rope bm=4/128 threads, add_ln the defaults).
-    "rope": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=128),),
+    # Row-wise kernel: one row per block for few rows (latency: more blocks, fewer serial steps per
+    # thread); the measured large-M optimum (the defaults) otherwise.
     "add_ln": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=32),),
     # Attention: 64-row query blocks give few-token plans twice the thread blocks (1 x 128 tokens: 32)
     "attn_full": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (dict(bm=128, bn=128, stages=2, threads=256),),
@@ -188,8 +193,7 @@ class FastLaya:
     """``FastLaya(model)(input_ids, attention_mask, marker_pos, marker_mask, qtype) -> (logits, act_logits)``."""
 
     def __init__(self, model, max_len: int = 1024, use_graphs: bool = True, verbose: bool = False,
-                 dtype: torch.dtype = torch.bfloat16, *, cpu: bool = False, pad_id: int | None = None,
-                 pdl: bool | None = None):
+                 dtype: torch.dtype = torch.bfloat16, *, cpu: bool = False, pad_id: int | None = None):
         if cpu:
             dtype, use_graphs = torch.float32, False
         elif dtype not in (torch.bfloat16, torch.float16):
@@ -209,9 +213,6 @@ class FastLaya:
         if cpu != (self.device.type == "cpu"):
             raise ValueError(f"cpu={cpu} but the model is on {self.device}; move it or change cpu=")
         self.cpu, self.dtype, self.use_graphs, self.verbose = cpu, dtype, use_graphs, verbose
-        # Programmatic edges between the captured kernels (laya.cuda_pdl); LAYA_PDL=0 turns them off.
-        self.pdl = os.environ.get("LAYA_PDL", "1") != "0" if pdl is None else bool(pdl)
-        self.pdl_edges = 0  # programmatic edges in the graphs captured so far
         self.max_len = int(max_len)
         self.pad_id = int(config.pad_token_id if pad_id is None else pad_id)
         self.d = config.hidden_size
@@ -294,11 +295,20 @@ class FastLaya:
                 return {"splits": cfg["splits"]} if cfg.get("splits") else {}
             return cfg
 
+        def whole_heads(cfg: dict) -> dict:
+            """gemm_rope's tiles (it never splits K) hold whole heads: bn (the CPU's default 128 too) down to
+            a multiple of Dh."""
+            cfg.pop("splits", None)
+            return {**cfg, "bn": max(self.dh, cfg.get("bn", 128) // self.dh * self.dh)}
+
         requests: dict[Any, tuple] = {}
         splits: dict[Any, int] = {}
         for c in range(len(M_CLASSES)):
+            # the encoder's QKV projection rotates q and k in its epilogue (RoPE at each row's position)
+            requests[("qkv", c)] = (K.gemm_rope_kernel, (self.heads, self.dh, d),
+                                    dict(bias=enc_bias, **whole_heads(tiles("qkv_rope", c))))
             for name, kind, n, k, bias, act in (
-                    ("qkv", "wide", 3 * d, d, enc_bias, "none"), ("o", "o", d, d, enc_bias, "none"),
+                    ("o", "o", d, d, enc_bias, "none"),
                     ("down", "down", d, f, False, "none"), ("h_qkv", "wide", 3 * d, d, True, "none"),
                     ("h_o", "narrow", d, d, True, "none"), ("h_ffn1", "wide", 4 * d, d, True, "relu"),
                     ("h_ffn2", "narrow", d, 4 * d, True, "none")):
@@ -317,8 +327,6 @@ class FastLaya:
                                                     ("h_add_ln", "h_o", True, True, head_eps)):
                 requests[(name, c)] = (K.add_ln_kernel, (d,), dict(
                     residual=residual, bias=bias, eps=eps, splits=splits.get((gemm, c), 0), **tiles("add_ln", c)))
-            for name, factory in (("rope", K.rope_kernel), ("rope_at", K.rope_positions_kernel)):
-                requests[(name, c)] = (factory, (self.heads, self.dh), tiles("rope", c))
             for window in windows:
                 attn = tiles("attn_window" if window else "attn_full", c)
                 requests[(("attn", window), c)] = (K.attn_kernel, (None, None, self.heads, self.dh),
@@ -336,7 +344,6 @@ class FastLaya:
         kernels = self._compile(requests)
         self.compile_s = time.perf_counter() - start
         self.sets = [{name: kernels[(name, c)] for name, cc in requests if cc == c} for c in range(len(M_CLASSES))]
-        self._waiting = set() if self.cpu else waiting_kernels({id(k): k for k in kernels.values()}.values())
         self.splits = [{name: splits[(name, c)] for name, cc in splits if cc == c} for c in range(len(M_CLASSES))]
         self._log(f"compiled {len({id(k) for k in kernels.values()})} kernels in {self.compile_s:.1f} s")
 
@@ -436,6 +443,7 @@ class FastLaya:
             grid = tok_ids.reshape(b, width)
             grid[:n, :length] = ids
             tok_types.reshape(b, width)[:n] = types[:, None]
+            positions.reshape(b, width)[:] = np.arange(width)  # RoPE position of every token row
         index = host[static:static + n * (k + 1)].reshape(n, k + 1)
         index[:, 0] = 0
         index[:, 1:] = np.maximum(markers, 0)
@@ -469,23 +477,14 @@ class FastLaya:
             for _ in range(2):
                 self._body(plan, slot)
         torch.cuda.current_stream(self.device).wait_stream(side)
-        # keep_graph: the captured graph stays editable until instantiate(), for the programmatic edges
-        graph = torch.cuda.CUDAGraph(keep_graph=self.pdl)
+        graph = torch.cuda.CUDAGraph()
         # thread_local: other threads keep making CUDA calls outside the lock while a plan is captured
         # (decoding after it); the default "global" mode would fail them.
         with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             out = self._body(plan, slot)
-        edges = 0
-        if self.pdl:
-            try:
-                edges = make_edges_programmatic(graph.raw_cuda_graph(), self._waiting)
-            except (OSError, AttributeError, RuntimeError) as e:  # no driver support: the graph as captured
-                self._log(f"programmatic launch unavailable ({type(e).__name__}: {e}); plain edges")
-            graph.instantiate()
         slot.graph, slot.out = graph, out
         self.captures += 1
-        self.pdl_edges += edges
-        self._log(f"captured {plan} in {1e3 * (time.perf_counter() - start):.0f} ms ({edges} programmatic edges)")
+        self._log(f"captured {plan} in {1e3 * (time.perf_counter() - start):.0f} ms")
 
     def _body(self, plan: Plan, slot: _Slot) -> torch.Tensor:
         """Encoder and decision head for one plan: the fp32 head output rows [M, d]."""
@@ -502,10 +501,9 @@ class FastLaya:
         # the dummy rows that attention never writes stay finite.
         attn_out = torch.zeros(m, d, dtype=self.dtype, device=self.device) if plan.packed else None
         for layer in self.layers:
-            qkv = gemm("qkv", y, layer["qkv"])
-            cos, sin = self.rope[layer["kind"]]
-            o = self._attend(plan, slot, ks, qkv, attn_out, layer["window"], self.heads, self.dh,
-                             (cos[:plan.length], sin[:plan.length]) if not plan.packed else (cos, sin))
+            qkv = torch.empty(m, 3 * d, dtype=self.dtype, device=self.device)
+            ks["qkv"](y, layer["qkv"].w, layer["qkv"].b, *self.rope[layer["kind"]], slot.positions, qkv)
+            o = self._attend(plan, slot, ks, qkv, attn_out, layer["window"], self.heads, self.dh)
             y = self._add_ln(ks["ln_o"], x, gemm("o", o, layer["o"]), layer["mlp_norm"])
             g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
             ks["up"](y, layer["up"].w, g)
@@ -514,7 +512,7 @@ class FastLaya:
         for layer in self.head:
             y = self._add_ln(ks["h_ln"], x, None, layer["norm1"])
             qkv = gemm("h_qkv", y, layer["qkv"])
-            o = self._attend(plan, slot, ks, qkv, attn_out, None, self.head_heads, HEAD_DH, None)
+            o = self._attend(plan, slot, ks, qkv, attn_out, None, self.head_heads, HEAD_DH)
             y = self._add_ln(ks["h_add_ln"], x, gemm("h_o", o, layer["o"]), layer["norm2"])
             f1 = gemm("h_ffn1", y, layer["ffn1"])
             x.add_(gemm("h_ffn2", f1, layer["ffn2"]))
@@ -537,17 +535,13 @@ class FastLaya:
         return y
 
     def _attend(self, plan: Plan, slot: _Slot, ks: dict, qkv: torch.Tensor, attn_out, window: int | None,
-                heads: int, dh: int, rope) -> torch.Tensor:
-        """RoPE (encoder layers) and attention for one layer; window None = the decision head's."""
+                heads: int, dh: int) -> torch.Tensor:
+        """Attention for one layer (q and k already rotated); window None = the decision head's."""
         b, width = plan.rows, plan.length
         if plan.packed:
-            if rope is not None:
-                ks["rope_at"](qkv, *rope, slot.positions)
             kernel = ks["h_attn_varlen"] if window is None else ks[("attn_varlen", window)]
             kernel(qkv.view(-1, 3, heads, dh), slot.starts, slot.lens, attn_out)
             return attn_out
-        if rope is not None:
-            ks["rope"](qkv, *rope)
         out = torch.empty(b * width, heads * dh, dtype=self.dtype, device=self.device)
         kernel = ks["h_attn"] if window is None else ks[("attn", window)]
         kernel(qkv.view(b, width, 3, heads, dh), slot.lens, out.view(b, width, heads * dh))

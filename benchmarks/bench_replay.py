@@ -1,0 +1,134 @@
+"""GPU time of the fused forward's CUDA graph, per request shape, and what each kernel kind costs inside it.
+
+    PYTHONPATH=<tree>:$PYTHONPATH python benchmarks/bench_replay.py --model DIR --tag NAME --json OUT
+        [--knockout] [--shapes 1x72,1x128,...]
+
+For each shape (rows x tokens, dense or packed as FastLaya plans it) the graph of the encoder and head
+is captured once and replayed 5 x 100 times between CUDA events; the median ms per replay is the
+forward's GPU time without any host cost.  A/B of a kernel change: run this script once per source
+tree (the PYTHONPATH decides which laya is timed; the JSON records its path) in one device session.
+
+``--knockout`` measures, at the 1 x 128 plan, the in-graph cost of each kernel kind: the graph is
+captured again with that kind's launches skipped, and the difference to the full graph is its cost
+(outputs are garbage then; only the timing counts).  Profiler durations cannot give this: kernels
+launched early under programmatic dependent launch count their wait as run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from _env import environment  # noqa: E402
+
+SHAPES = "1x72,1x128,1x256,10x135,3x501"
+# kernel-set entries per kind (laya.fast.FastLaya.sets); "head" = every decision-head launch
+KINDS = {"qkv": ["qkv"], "rope": ["rope", "rope_at"], "attention": ["attn"], "attn_out": ["o"],
+         "add_ln_attn": ["ln_o"], "geglu": ["up"], "mlp_down": ["down"], "add_ln_mlp": ["ln_down"],
+         "head": ["h_ln", "h_qkv", "h_attn", "h_o", "h_add_ln", "h_ffn1", "h_ffn2"]}
+
+
+def request(rows: int, tokens: int):
+    g = torch.Generator().manual_seed(rows * 1000 + tokens)
+    ids = torch.randint(1000, 3000, (rows, tokens), generator=g)
+    mask = torch.ones_like(ids)
+    if rows > 1:  # ragged rows: a batch plans packed when padding would cost
+        for r in range(rows):
+            mask[r, tokens - (r * 37) % (tokens // 2):] = 0
+    return ids, mask
+
+
+def replay_ms(fast, plan, slot) -> float:
+    with torch.no_grad():
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=torch.cuda.graph_pool_handle()):
+            fast._body(plan, slot)
+    for _ in range(20):
+        graph.replay()
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(100):
+            graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 100)
+    return statistics.median(times)
+
+
+def prepared(fast, rows: int, tokens: int):
+    """The plan and slot of a rows x tokens request, filled by one real call (so its buffers hold it)."""
+    ids, mask = request(rows, tokens)
+    pos = torch.ones(rows, 1, dtype=torch.long)
+    live = torch.ones(rows, 1, dtype=torch.bool)
+    with torch.no_grad():
+        fast(ids, mask, pos, live, torch.zeros(rows, dtype=torch.long))
+    lens = mask.sum(1).numpy()
+    plan = fast.plan(rows, tokens, lens if rows > 1 else None)
+    return plan, fast._slot(plan)
+
+
+def knockout(fast, plan, slot, full: float) -> dict:
+    from laya.fast import m_class
+
+    kernels = fast.sets[m_class(plan.tokens)]
+    out = {}
+    for kind, names in KINDS.items():
+        keys = [k for k in kernels if k in names or (isinstance(k, tuple) and k[0] in names)]
+        saved = {k: kernels[k] for k in keys}
+        try:
+            for k in keys:
+                kernels[k] = lambda *args: None
+            out[kind] = round(full - replay_ms(fast, plan, slot), 4)
+        finally:
+            kernels.update(saved)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--tag", required=True, help="name of the tree being timed (recorded)")
+    parser.add_argument("--json", required=True)
+    parser.add_argument("--shapes", default=SHAPES)
+    parser.add_argument("--knockout", action="store_true")
+    args = parser.parse_args()
+
+    import laya
+
+    agent = laya.load(args.model, device="cuda")
+    agent.set_backend("tilelang", strict=True)
+    fast = agent._fast
+    report = {"benchmark": "replay", "tag": args.tag, "laya": os.path.dirname(laya.__file__),
+              "gpu": torch.cuda.get_device_name(), "env": environment(), "dtype": str(fast.dtype),
+              "method": "median over 5 x 100 graph replays between CUDA events, encoder + head only",
+              "replay_ms": {}, "plans": {}}
+    for shape in args.shapes.split(","):
+        rows, tokens = (int(v) for v in shape.split("x"))
+        plan, slot = prepared(fast, rows, tokens)
+        report["replay_ms"][shape] = round(replay_ms(fast, plan, slot), 4)
+        report["plans"][shape] = f"{'packed' if plan.packed else 'dense'} M={plan.tokens}"
+        print(f"{args.tag:10s} {shape:7s} {report['plans'][shape]:14s} replay {report['replay_ms'][shape]:.4f} ms",
+              flush=True)
+    if args.knockout:
+        plan, slot = prepared(fast, 1, 128)
+        full = replay_ms(fast, plan, slot)
+        report["knockout_1x128"] = {"full_ms": round(full, 4), "ms_saved_without": knockout(fast, plan, slot, full)}
+        print(f"{args.tag:10s} 1x128 in-graph cost per kernel kind (ms): "
+              + ", ".join(f"{k} {v:.4f}" for k, v in report["knockout_1x128"]["ms_saved_without"].items()))
+    with open(args.json, "w") as f:
+        json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
