@@ -6,19 +6,17 @@ batch shape, so a batch can run in one of two layouts (``Plan``):
 * dense:  rows x padded length (M = B * L).  Attention reads the QKV GEMM output in place.  Used when
   padding is cheap (one row, or rows of similar length).
 * packed: only the batch's real tokens, one sequence after another (M = their count, bucketed up).
-  Padded tokens are never computed: attention (``attn_varlen_kernel``) finds each sequence by its
-  first row and length.  The bucket's dummy rows belong to no sequence; they only need to stay finite.
-
-Either way every token row carries its position (a static input): the QKV projection applies RoPE in
-its epilogue (``gemm_rope_kernel``), one kernel where a GEMM and a RoPE pass were two.
+  Padded tokens are never computed: RoPE takes each row's position from a table and attention
+  (``attn_varlen_kernel``) finds each sequence by its first row and length.  The bucket's dummy rows
+  belong to no sequence; they only need to stay finite.
 
 The residual stream stays fp32 (ModernBERT-large activations reach ~3e4); GEMM operands are 16-bit
 copies made once.  On CUDA each plan that recurs (CAPTURE_AFTER runs) is captured once into a CUDA
 graph and replayed from static input buffers under a lock; outputs are copied out before the lock is
 released.  Every kernel starts with a programmatic-dependent-launch wait (``tl_kernels._Spec.chain``),
 so TileLang launches it with programmatic stream serialisation and a captured graph joins the kernels
-with programmatic edges: each kernel's launch overlaps the end of the one before it.  The scorer and
-act head run in plain torch on the gathered marker rows, exactly as the eager model (`model.decide`).
+with programmatic edges: each kernel's launch overlaps the end of the one before it.  The scorer and act head run in plain torch on the gathered marker rows, exactly as the eager
+model (`model.decide`).
 
 ``cpu=True`` builds the same composition from the kernels' fp32 CPU specialisation: a correctness
 path for tests on machines without a GPU, not a CPU backend (the scalar kernels are slow).
@@ -68,12 +66,7 @@ def _t(bm, bn, bk, stages, threads, splits=0):
 # residual-add + LayerNorm sums, so it costs no extra kernel.
 M_CLASSES = (32, 64, 128, 256, 512, 1024, 2048, None)
 GPU_TILES = {
-    # the encoder's QKV with RoPE in its epilogue: the "wide" tiles, whose bn is a whole number of heads
-    # (bn = 64 instead of 32 at M <= 64: 4.8 against 4.5 us in the sweep)
-    "qkv_rope": (_t(16, 64, 128, 4, 128), _t(64, 64, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
-                 _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256), _t(128, 256, 64, 3, 256),
-                 _t(128, 256, 64, 4, 256)),
-    # N >= 3d: the head's QKV, the head's 4d-wide first FFN layer
+    # N >= 3d: the encoder's and the head's QKV, the head's 4d-wide first FFN layer
     "wide": (_t(16, 64, 128, 4, 128), _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
              _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256), _t(128, 256, 64, 3, 256),
              _t(128, 256, 64, 4, 256)),
@@ -90,8 +83,9 @@ GPU_TILES = {
     "down": (_t(16, 64, 128, 4, 128, splits=8), _t(32, 64, 128, 4, 128, splits=4), _t(64, 64, 128, 3, 128, splits=4),
              _t(64, 64, 128, 3, 128, splits=2), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
              _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
-    # Row-wise kernel: one row per block for few rows (latency: more blocks, fewer serial steps per
-    # thread); the measured large-M optimum (the defaults) otherwise.
+    # Row-wise kernels: one row per block for few rows (latency: more blocks, fewer serial steps per
+    # thread); the measured large-M optimum otherwise (rope bm=4/128 threads, add_ln the defaults).
+    "rope": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=128),),
     "add_ln": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=32),),
     # Attention: 64-row query blocks give few-token plans twice the thread blocks (1 x 128 tokens: 32)
     "attn_full": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (dict(bm=128, bn=128, stages=2, threads=256),),
@@ -295,20 +289,11 @@ class FastLaya:
                 return {"splits": cfg["splits"]} if cfg.get("splits") else {}
             return cfg
 
-        def whole_heads(cfg: dict) -> dict:
-            """gemm_rope's tiles (it never splits K) hold whole heads: bn (the CPU's default 128 too) down to
-            a multiple of Dh."""
-            cfg.pop("splits", None)
-            return {**cfg, "bn": max(self.dh, cfg.get("bn", 128) // self.dh * self.dh)}
-
         requests: dict[Any, tuple] = {}
         splits: dict[Any, int] = {}
         for c in range(len(M_CLASSES)):
-            # the encoder's QKV projection rotates q and k in its epilogue (RoPE at each row's position)
-            requests[("qkv", c)] = (K.gemm_rope_kernel, (self.heads, self.dh, d),
-                                    dict(bias=enc_bias, **whole_heads(tiles("qkv_rope", c))))
             for name, kind, n, k, bias, act in (
-                    ("o", "o", d, d, enc_bias, "none"),
+                    ("qkv", "wide", 3 * d, d, enc_bias, "none"), ("o", "o", d, d, enc_bias, "none"),
                     ("down", "down", d, f, False, "none"), ("h_qkv", "wide", 3 * d, d, True, "none"),
                     ("h_o", "narrow", d, d, True, "none"), ("h_ffn1", "wide", 4 * d, d, True, "relu"),
                     ("h_ffn2", "narrow", d, 4 * d, True, "none")):
@@ -327,6 +312,8 @@ class FastLaya:
                                                     ("h_add_ln", "h_o", True, True, head_eps)):
                 requests[(name, c)] = (K.add_ln_kernel, (d,), dict(
                     residual=residual, bias=bias, eps=eps, splits=splits.get((gemm, c), 0), **tiles("add_ln", c)))
+            for name, factory in (("rope", K.rope_kernel), ("rope_at", K.rope_positions_kernel)):
+                requests[(name, c)] = (factory, (self.heads, self.dh), tiles("rope", c))
             for window in windows:
                 attn = tiles("attn_window" if window else "attn_full", c)
                 requests[(("attn", window), c)] = (K.attn_kernel, (None, None, self.heads, self.dh),
@@ -443,7 +430,6 @@ class FastLaya:
             grid = tok_ids.reshape(b, width)
             grid[:n, :length] = ids
             tok_types.reshape(b, width)[:n] = types[:, None]
-            positions.reshape(b, width)[:] = np.arange(width)  # RoPE position of every token row
         index = host[static:static + n * (k + 1)].reshape(n, k + 1)
         index[:, 0] = 0
         index[:, 1:] = np.maximum(markers, 0)
@@ -501,9 +487,10 @@ class FastLaya:
         # the dummy rows that attention never writes stay finite.
         attn_out = torch.zeros(m, d, dtype=self.dtype, device=self.device) if plan.packed else None
         for layer in self.layers:
-            qkv = torch.empty(m, 3 * d, dtype=self.dtype, device=self.device)
-            ks["qkv"](y, layer["qkv"].w, layer["qkv"].b, *self.rope[layer["kind"]], slot.positions, qkv)
-            o = self._attend(plan, slot, ks, qkv, attn_out, layer["window"], self.heads, self.dh)
+            qkv = gemm("qkv", y, layer["qkv"])
+            cos, sin = self.rope[layer["kind"]]
+            o = self._attend(plan, slot, ks, qkv, attn_out, layer["window"], self.heads, self.dh,
+                             (cos[:plan.length], sin[:plan.length]) if not plan.packed else (cos, sin))
             y = self._add_ln(ks["ln_o"], x, gemm("o", o, layer["o"]), layer["mlp_norm"])
             g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
             ks["up"](y, layer["up"].w, g)
@@ -512,7 +499,7 @@ class FastLaya:
         for layer in self.head:
             y = self._add_ln(ks["h_ln"], x, None, layer["norm1"])
             qkv = gemm("h_qkv", y, layer["qkv"])
-            o = self._attend(plan, slot, ks, qkv, attn_out, None, self.head_heads, HEAD_DH)
+            o = self._attend(plan, slot, ks, qkv, attn_out, None, self.head_heads, HEAD_DH, None)
             y = self._add_ln(ks["h_add_ln"], x, gemm("h_o", o, layer["o"]), layer["norm2"])
             f1 = gemm("h_ffn1", y, layer["ffn1"])
             x.add_(gemm("h_ffn2", f1, layer["ffn2"]))
@@ -535,13 +522,17 @@ class FastLaya:
         return y
 
     def _attend(self, plan: Plan, slot: _Slot, ks: dict, qkv: torch.Tensor, attn_out, window: int | None,
-                heads: int, dh: int) -> torch.Tensor:
-        """Attention for one layer (q and k already rotated); window None = the decision head's."""
+                heads: int, dh: int, rope) -> torch.Tensor:
+        """RoPE (encoder layers) and attention for one layer; window None = the decision head's."""
         b, width = plan.rows, plan.length
         if plan.packed:
+            if rope is not None:
+                ks["rope_at"](qkv, *rope, slot.positions)
             kernel = ks["h_attn_varlen"] if window is None else ks[("attn_varlen", window)]
             kernel(qkv.view(-1, 3, heads, dh), slot.starts, slot.lens, attn_out)
             return attn_out
+        if rope is not None:
+            ks["rope"](qkv, *rope)
         out = torch.empty(b * width, heads * dh, dtype=self.dtype, device=self.device)
         kernel = ks["h_attn"] if window is None else ks[("attn", window)]
         kernel(qkv.view(b, width, 3, heads, dh), slot.lens, out.view(b, width, heads * dh))

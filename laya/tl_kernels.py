@@ -5,7 +5,6 @@ writes into caller-owned tensors (nothing is allocated per call):
 
 * ``gemm_kernel``      C[M,N] = act(A[M,K] @ W[N,K]^T (+ b[N]))          act: none | gelu (erf) | relu
 * ``gemm_splitk_kernel`` P[s,M,N] = the s-th K slice of A @ W^T (fp32 partials, for few rows)
-* ``gemm_rope_kernel``   the attention input projection with RoPE on its q and k columns (fused epilogue)
 * ``gemm_geglu_kernel``  C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)       ModernBERT's GLU up-projection
 * ``add_ln_kernel``    X += R in place (fp32 stream), Y = LayerNorm(X) * w (+ b)
 * ``rope_kernel``      rotate-half RoPE on the q and k columns of a packed QKV buffer, in place
@@ -40,7 +39,6 @@ __all__ = [
     "GPU_DTYPES",
     "gemm_kernel",
     "gemm_splitk_kernel",
-    "gemm_rope_kernel",
     "gemm_geglu_kernel",
     "add_ln_kernel",
     "rope_kernel",
@@ -142,7 +140,7 @@ class _Spec:
         edge: the launch latency between two kernels overlaps the end of the first.  Every kernel
         waits, so each one's predecessors are complete when it reads; launched without the attribute
         (or after a torch kernel) the wait returns at once.  No early ``launch_dependents``: blocks that
-        would sit waiting on SMs slowed the 1 x 128 forward by 5% (benchmarks/results/
+        would sit waiting on SMs made the 1 x 128 graph 5% slower than waiting only (benchmarks/results/
         replay_pdl_h200_2026-11-30.json), so the next kernel is released as each block exits.
         """
         import tilelang.language as T
@@ -191,11 +189,6 @@ def _k_loop(bk: int, stages: int):
             T.gemm(A_s, W_s, acc, transpose_B=True)
 
     return k_loop
-
-
-def _rope_pair(x0, x1, cos, sin):
-    """Rotate-half RoPE of one (d, d + Dh/2) pair, in fp32: the new (x0, x1)."""
-    return x0 * cos - x1 * sin, x1 * cos + x0 * sin
 
 
 # ----------------------------------------------------------------------------------------------
@@ -357,83 +350,6 @@ def _gemm_kernel(
 
 
 gemm_kernel = _kernel_factory(_gemm_kernel)
-
-
-def _gemm_rope_kernel(
-    H,
-    Dh,
-    K,
-    bias=False,
-    bm=64,
-    bn=128,
-    bk=64,
-    stages=3,
-    threads=128,
-    dtype="bfloat16",
-    *,
-    cpu=False,
-):
-    """The attention input projection with RoPE in its epilogue: ``C[M, 3*H*Dh] = A @ W^T (+ Bv)``, then
-    the q and k columns rotated at position ``Pos[r]`` exactly as ``rope_positions_kernel`` would (the
-    GEMM result is rounded to ``dtype`` first, the rotation runs in fp32 on those values); kernel args
-    ``(A, W, Bv, Cos[L, Dh/2], Sin[L, Dh/2], Pos[M] int32, C)``.
-
-    One kernel instead of two: the rotation reads the output tile in shared memory instead of a
-    round trip through global memory and a launch.  A (d, d + Dh/2) pair must lie in one tile, so ``bn``
-    is a multiple of ``Dh`` (tiles start on head boundaries).
-    """
-    _check_dtype(dtype, cpu)
-    if Dh % 2 or bn % Dh:
-        raise ValueError(f"gemm_rope needs an even Dh and bn a multiple of Dh (whole heads per tile), got "
-                         f"Dh={Dh}, bn={bn}")
-    import tilelang.language as T
-
-    S = _Spec(cpu)
-    M = T.dynamic("m")
-    L = T.dynamic("l")
-    N, rotated, half = 3 * H * Dh, 2 * H * Dh, Dh // 2
-    k_loop = _k_loop(bk, stages)
-
-    @T.prim_func
-    def gemm_rope(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bv: T.Tensor((N,), "float32"),
-        Cos: T.Tensor((L, half), "float32"),
-        Sin: T.Tensor((L, half), "float32"),
-        Pos: T.Tensor((M,), "int32"),
-        C: T.Tensor((M, N), dtype),
-    ):
-        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
-            S.chain()
-            A_s = S.tile((bm, bk), dtype)
-            W_s = S.tile((bn, bk), dtype)
-            C_s = S.tile((bm, bn), dtype)
-            acc = S.acc((bm, bn), ACCUM)
-            S.swizzle()
-            k_loop(A, W, A_s, W_s, acc, by * bm, bx * bn, 0, T.ceildiv(K, bk))
-            for i, j in S.par(bm, bn):
-                x = acc[i, j]
-                if bias:
-                    x = x + T.if_then_else(bx * bn + j < N, Bv[bx * bn + j], T.cast(0, ACCUM))
-                C_s[i, j] = T.cast(x, dtype)
-            # Each element reads its pair from the rounded tile and is written once (no in-place update of
-            # the tile: the pair's other member still needs the old value).
-            for i, j in S.par(bm, bn):
-                r = by * bm + i
-                col = bx * bn + j
-                if r < M and col < N:
-                    e = j % Dh  # position within the head: tiles start on head boundaries
-                    d = e % half
-                    y0, y1 = _rope_pair(T.cast(C_s[i, j - e + d], ACCUM), T.cast(C_s[i, j - e + d + half], ACCUM),
-                                        Cos[Pos[r], d], Sin[Pos[r], d])
-                    C[r, col] = T.if_then_else(col < rotated, T.cast(T.if_then_else(e < half, y0, y1), dtype),
-                                               C_s[i, j])
-
-    return gemm_rope
-
-
-gemm_rope_kernel = _kernel_factory(_gemm_rope_kernel)
 
 
 def _gemm_splitk_kernel(
@@ -666,10 +582,10 @@ def _rope_prim(H, Dh, bm, threads, dtype, cpu, positions):
         # power of two (H=12: "Mapped indices are not independent").
         c = e // half
         d = e % half
-        y0, y1 = _rope_pair(T.cast(QKV[r, c * Dh + d], ACCUM), T.cast(QKV[r, c * Dh + d + half], ACCUM),
-                            Cos[p, d], Sin[p, d])
-        QKV[r, c * Dh + d] = T.cast(y0, dtype)
-        QKV[r, c * Dh + d + half] = T.cast(y1, dtype)
+        x0 = T.cast(QKV[r, c * Dh + d], ACCUM)
+        x1 = T.cast(QKV[r, c * Dh + d + half], ACCUM)
+        QKV[r, c * Dh + d] = T.cast(x0 * Cos[p, d] - x1 * Sin[p, d], dtype)
+        QKV[r, c * Dh + d + half] = T.cast(x1 * Cos[p, d] + x0 * Sin[p, d], dtype)
 
     if positions:
 

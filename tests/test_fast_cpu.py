@@ -283,45 +283,6 @@ def test_rope_positions_cpu_matches_wrapped_rope():
     assert maxerr(shuffled, expected[order]) < TOL_ROPE
 
 
-def ref_rope_at(x, cos, sin, positions, H, Dh):
-    """Rotate-half RoPE of the q and k columns of x (float64) at explicit row positions; v unchanged."""
-    M = x.shape[0]
-    pos = positions.long()
-    c, s = cos.double()[pos][:, None], sin.double()[pos][:, None]
-    qk = x[:, : 2 * H * Dh].double().view(M, 2 * H, Dh)
-    x0, x1 = qk[..., : Dh // 2], qk[..., Dh // 2 :]
-    return torch.cat([torch.cat([x0 * c - x1 * s, x1 * c + x0 * s], -1).reshape(M, -1),
-                      x[:, 2 * H * Dh :].double()], 1)
-
-
-def gemm_rope_inputs():
-    r = gen(8)
-    _, cos, sin = rope_inputs()
-    A, W, b = r(RM, K_), r(3 * RH * RDh, K_, scale=0.1), r(3 * RH * RDh, scale=0.5)
-    positions = torch.randint(0, RL, (RM,), generator=torch.Generator().manual_seed(9), dtype=torch.int32)
-    return A, W, b, cos, sin, positions
-
-
-@pytest.mark.parametrize("bias", [False, True])
-def test_gemm_rope_cpu(bias):
-    A, W, b, cos, sin, positions = gemm_rope_inputs()
-    C = torch.empty(RM, 3 * RH * RDh)
-    K.compile_cpu(K.gemm_rope_kernel, RH, RDh, K_, bias=bias)(A, W, b, cos, sin, positions, C)
-    assert maxerr(C, ref_rope_at(ref_gemm(A, W, b if bias else None, "none"), cos, sin, positions, RH, RDh)) < TOL
-    # the fused epilogue is the two-kernel path bit for bit: GEMM, then RoPE at the same positions
-    two = torch.empty(RM, 3 * RH * RDh)
-    K.compile_cpu(K.gemm_kernel, 3 * RH * RDh, K_, bias=bias)(A, W, b, two)
-    K.compile_cpu(K.rope_positions_kernel, RH, RDh)(two, cos, sin, positions)
-    assert torch.equal(C, two)
-
-
-def test_gemm_rope_tiles_hold_whole_heads():
-    with pytest.raises(ValueError, match="multiple of Dh"):
-        K.gemm_rope_kernel.get_tir(RH, RDh, K_, bn=96)
-    with pytest.raises(ValueError, match="even Dh"):
-        K.gemm_rope_kernel.get_tir(RH, 63, K_, bn=63)
-
-
 def test_gpu_factories_reject_fp32():
     with pytest.raises(ValueError, match="dtype"):
         K.attn_kernel(2, 64, 2, 32, dtype="float32")
@@ -342,7 +303,6 @@ def gpu_kernels():
                  for s, b in SPLIT_CASES]
         reqs += [(K.add_ln_kernel, (LN_D,), dict(residual=r, bias=b, dtype=dt)) for r, b in LN_CASES]
         reqs.append((K.rope_kernel, (RH, RDh), dict(dtype=dt)))
-        reqs += [(K.gemm_rope_kernel, (RH, RDh, K_), dict(bias=b, dtype=dt)) for b in (False, True)]
         for w, dyn in ATTN_CASES:
             shape = (None, None) if dyn else (AB, AL)
             reqs.append((K.attn_kernel, (*shape, AH, ADh), dict(window=w, dtype=dt)))
@@ -424,20 +384,6 @@ def test_rope_cpu_vs_gpu(gpu_kernels, dt):
     K.rope_kernel(RH, RDh, dtype=TL_NAME[dt])(qg, cos.cuda(), sin.cuda())
     assert maxerr(qg.cpu(), qc) < TOL_GPU
     assert torch.equal(qg[:, 2 * RH * RDh :].cpu().float(), qc[:, 2 * RH * RDh :])
-
-
-@needs_cuda
-@pytest.mark.parametrize("dt", GPU_DTYPES)
-@pytest.mark.parametrize("bias", [False, True])
-def test_gemm_rope_cpu_vs_gpu(gpu_kernels, dt, bias):
-    A, W, b, cos, sin, positions = gemm_rope_inputs()
-    (Ag, Ac), (Wg, Wc) = rounded(A, dt), rounded(W, dt)
-    Cc = torch.empty(RM, 3 * RH * RDh)
-    K.compile_cpu(K.gemm_rope_kernel, RH, RDh, K_, bias=bias)(Ac, Wc, b, cos, sin, positions, Cc)
-    Cg = torch.empty(RM, 3 * RH * RDh, dtype=dt, device="cuda")
-    K.gemm_rope_kernel(RH, RDh, K_, bias=bias, dtype=TL_NAME[dt])(
-        Ag, Wg, b.cuda(), cos.cuda(), sin.cuda(), positions.cuda(), Cg)
-    assert maxerr(Cg.cpu(), Cc) < TOL_GPU
 
 
 @needs_cuda

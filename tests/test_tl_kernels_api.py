@@ -19,10 +19,6 @@ EXPECTED = {
         ["N", "K", "splits"],
         dict(bias=False, bm=64, bn=64, bk=128, stages=3, threads=128, dtype="bfloat16"),
     ),
-    "gemm_rope_kernel": (
-        ["H", "Dh", "K"],
-        dict(bias=False, bm=64, bn=128, bk=64, stages=3, threads=128, dtype="bfloat16"),
-    ),
     "gemm_geglu_kernel": (["F", "K"], dict(bm=64, bn=64, bk=64, stages=2, threads=128, dtype="bfloat16")),
     "add_ln_kernel": (["D"], dict(residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16",
                                   splits=0)),
