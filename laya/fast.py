@@ -15,8 +15,8 @@ copies made once.  On CUDA each plan that recurs (CAPTURE_AFTER runs) is capture
 graph and replayed from static input buffers under a lock; outputs are copied out before the lock is
 released.  Every kernel starts with a programmatic-dependent-launch wait (``tl_kernels._Spec.chain``),
 so TileLang launches it with programmatic stream serialisation and a captured graph joins the kernels
-with programmatic edges: each kernel's launch overlaps the end of the one before it.  The scorer and act head run in plain torch on the gathered marker rows, exactly as the eager
-model (`model.decide`).
+with programmatic edges: each kernel's launch overlaps the end of the one before it.  The scorer and
+act head run in plain torch on the gathered marker rows, exactly as the eager model (`model.decide`).
 
 ``cpu=True`` builds the same composition from the kernels' fp32 CPU specialisation: a correctness
 path for tests on machines without a GPU, not a CPU backend (the scalar kernels are slow).
