@@ -188,11 +188,12 @@ class DecodePlan:
         self.bucket = bucket if self.binning is not None else None
 
 
-def decode_planned(plan: DecodePlan, logits_row: Any, act_prob: Any) -> dict:
-    """`decode_answer` with the per-question work done already (same arithmetic, same dict)."""
+def decode_planned(plan: DecodePlan, logits_row: list, act_prob: Any) -> dict:
+    """`decode_answer` with the per-question work done already (same arithmetic, same dict); `logits_row`
+    holds plain Python floats (the request path's rows come from ndarray.tolist: no float() per value)."""
     k, t = plan.k, plan.t
     # softmax(z / T), max-shifted, in float64: the same operations, in the same order, as `softmax`
-    z = [float(v) / t for v in logits_row[:k]]
+    z = [v / t for v in logits_row[:k]]
     top = max(z)
     e = [math.exp(v - top) for v in z]
     total = sum(e)
@@ -215,22 +216,23 @@ def decode_planned(plan: DecodePlan, logits_row: Any, act_prob: Any) -> dict:
         conf = 1.0 - entropy / plan.log_k
         conf = conf if conf > 0.0 else 0.0
         conf = conf if conf < 1.0 else 1.0
-    ans_conf = max(p)  # k >= 1 always
-    ans_conf = ans_conf if ans_conf > 0.0 else 0.0
+    p_max = max(p)  # k >= 1 always
+    ans_conf = p_max if p_max > 0.0 else 0.0
     ans_conf = ans_conf if ans_conf < 1.0 else 1.0
     if plan.binning is not None:
         ans_conf = apply_binning_map(ans_conf, plan.bucket, plan.binning)
     action = {"act_probability": round4(float(act_prob))}
     kind = plan.kind
     if kind == "choice":
-        best = max(range(k), key=p.__getitem__)  # first of equal maxima, like argmax
-        return {"type": "choice", "choice": plan.labels[best],
-                "probabilities": dict(zip(plan.keys, [round4(v) for v in p])),
+        # the first of equal maxima, like argmax: max(p) is the first element no later one exceeds, and no
+        # earlier element equals it (else max would have kept that one)
+        return {"type": "choice", "choice": plan.labels[p.index(p_max)],
+                "probabilities": {key: round4(v) for key, v in zip(plan.keys, p)},
                 "confidence": round4(conf), "answer_confidence": round4(ans_conf), "action": action}
     if kind == "score":
         expected = sum([i * v for i, v in enumerate(p)])
         return {"type": "score", "score": round4(expected), "legend": dict(plan.legend),
-                "probabilities": dict(zip(plan.keys, [round4(v) for v in p])),
+                "probabilities": {key: round4(v) for key, v in zip(plan.keys, p)},
                 "confidence": round4(conf), "answer_confidence": round4(ans_conf), "action": action}
     p_true = p[1]
     p_false = 1.0 - p_true
@@ -242,7 +244,8 @@ def decode_planned(plan: DecodePlan, logits_row: Any, act_prob: Any) -> dict:
 def decode_answer(q: Question, logits_row: Any, act_prob: float, cal: Calibration,
                   lang: str | None = None) -> dict:
     """One answer dict from this question's row of logits (slot order) and act probability."""
-    return decode_planned(DecodePlan(q, cal, lang), logits_row, act_prob)
+    plan = DecodePlan(q, cal, lang)
+    return decode_planned(plan, [float(v) for v in logits_row[:plan.k]], act_prob)
 
 
 def check_min_confidence(value: Any) -> float | dict | None:

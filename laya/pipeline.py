@@ -353,7 +353,7 @@ class Predictor(HookRegistry, StructuredDecisions):
             plans = [DecodePlan(q, cal, lang) for q in qs]
         answers = {}
         for q, plan, z, a in zip(qs, plans, logits, act):
-            answer = decode_planned(plan, z, float(a[0]))
+            answer = decode_planned(plan, z, a[0])
             if min_confidence is not None:
                 apply_min_confidence(answer, min_confidence)
             answers[q.qid] = answer
