@@ -243,12 +243,14 @@ def rows_for(pairs: Any, state_ids: list[int], keep_tail: bool, max_len: int, se
             start, stop = 0, room
         part = state_ids if stop - start == n else state_ids[start:stop]
         source = None
-        if head_len + (stop - start) < max_len:  # the row fits whole: nothing to clip
+        used = stop - start
+        if head_len + used < max_len:  # the row fits whole: nothing to clip, every state token used
             ids = [*head_ids, *part, sep_id]
             if track:
                 source = (state_ids, start, stop)
         else:
             ids = [*head_ids, *part, sep_id][:max_len]
+            used = min(used, max(0, max_len - head_len))
         markers = head.markers
         markers = list(markers) if markers and markers[-1] < max_len else [m for m in markers if m < max_len]
         k = len(q.option_texts)  # (q.k)
@@ -256,7 +258,6 @@ def rows_for(pairs: Any, state_ids: list[int], keep_tail: bool, max_len: int, se
             raise ValueError(
                 f"question '{q.qid}': only {len(markers)} of its {k} option markers fit in max_len={max_len} "
                 f"with head_max_len={head_max_len}; lower head_max_len, raise max_len, or use fewer options")
-        used = min(stop - start, max(0, max_len - head_len))
         rows.append(Row(ids, markers, QTYPES[q.qtype], used, n - used, head, source))  # (q.qtype_id)
     return rows
 
@@ -292,7 +293,7 @@ def collate(rows: list[Row], pad_id: int, parallel: bool = False) -> Batch:
     n = len(rows)
     width = max([len(r.ids) for r in rows])
     k = max([len(r.markers) for r in rows])
-    pad = int64_bytes([pad_id])
+    pad = _pack_int64(pad_id)
     ids, mask, marker_pos, marker_mask = bytearray(), bytearray(), bytearray(), bytearray()
     packed: dict = {}  # id(state ids) -> (state ids, their int64 bytes): each state packed once
     qtype = bytearray()
