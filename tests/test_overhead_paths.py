@@ -145,6 +145,33 @@ def test_decode_matches_the_textbook_formula_bit_for_bit():
         assert bits(got) == bits(want), (q, logits, act, cal, lang)
 
 
+def test_first_index_of_the_max_is_the_key_argmax():
+    """decode_planned picks a choice as p.index(max(p)); the key-argmax it replaced,
+    max(range(k), key=p.__getitem__), picks the same index for any list of floats: ties, NaNs (first
+    or later), signed zeros, infinities and a shared 0.0 object (an option_order fill) included."""
+    rng = random.Random(3)
+    pool = [0.0, -0.0, 1.0, 0.25, 0.5, math.nan, math.inf, -math.inf, 1e-300]
+    for _ in range(20000):
+        k = rng.randint(1, 8)
+        p = [rng.choice(pool) if rng.random() < 0.5 else rng.random() for _ in range(k)]
+        if rng.random() < 0.2:
+            shared = 0.0
+            p = [shared if rng.random() < 0.5 else v for v in p]
+        assert p.index(max(p)) == max(range(k), key=p.__getitem__), p
+
+
+def test_decode_takes_float_rows_as_the_request_path_hands_them():
+    """The request path gives decode_planned rows of plain floats (ndarray.tolist) and no float() per value;
+    decode_answer converts any row (numpy, ints) first: both give the textbook answer, bit for bit."""
+    q = check_question("c", {"type": "choice", "instructions": "Which?", "criteria": ["a", "b", "c"]})
+    cal = CALIBRATIONS[1]
+    for row in ([1, 3, 2], np.array([0.5, -1.25, 2.0], dtype=np.float32), np.array([2.0, 2.0, -1.0]),
+                [math.nan, 1.0, 0.0]):
+        want = reference_decode(q, [float(v) for v in row], 0.5, cal, None)
+        assert bits(decode_answer(q, row, 0.5, cal)) == bits(want)
+        assert all(type(v) is float for v in decode_answer(q, row, np.float32(0.5), cal)["probabilities"].values())
+
+
 def test_decode_of_extreme_logits_matches_the_textbook_formula():
     q3 = check_question("c", {"type": "choice", "instructions": "Which?", "criteria": ["a", "b", "c"]})
     qn = check_question("n", {"type": "noul", "instructions": "Holds?"})
