@@ -11,9 +11,11 @@ compiled for target "c" with the GPU pass configs:
   and it fails: "CPU fill only supports local and global buffers, but got dst scope `local.fragment`."
 * LayerNorm (bf16 and fp16): "CPU reduce only supports local src and local/local.var dst buffers,
   got src scope `local.fragment` and dst scope `local.fragment`."
-* RoPE has no fragment: bf16 fails with "Cannot convert type bfloat16 to C type"; fp16 reaches g++
-  and fails there ("Compilation Failed!": its vectorised half4 <-> float4 conversions do not exist
-  in the C runtime headers).
+* RoPE has no fragment: bf16 fails with "Cannot convert type bfloat16 to C type"; fp16 fails in
+  code generation on the programmatic-dependent-launch wait every GPU kernel opens with
+  (``_Spec.chain``): "Unresolved call ... tl.pdl_sync", a GPU-only intrinsic.  (Before that wait
+  existed, fp16 reached g++ and failed there: its vectorised half4 <-> float4 conversions do not
+  exist in the C runtime headers.)
 
 With cpu=True (local buffers, serial loops, vectorisation off) but still bf16, all five fail:
 LayerNorm and RoPE with "Cannot convert type bfloat16 to C type"; GEMM, GEGLU and attention earlier,
@@ -49,9 +51,10 @@ pytestmark = [
 FILL = "CPU fill only supports local and global buffers, but got dst scope `local.fragment`"
 REDUCE = "CPU reduce only supports local src and local/local.var dst buffers"
 BF16 = "Cannot convert type bfloat16 to C type"
+PDL = 'Unresolved call ir.Op(span=None, struct_info_=None, name="tl.pdl_sync"'
 DROPPED = "are used, but are not passed in as API arguments"
 
-# small shapes: these compiles are expected to fail fast, before g++ runs (except RoPE fp16)
+# small shapes: these compiles are expected to fail fast, before g++ runs
 CASES = {
     "gemm": (K.gemm_kernel, (70, 67), {"bias": True, "act": "gelu"}),
     "geglu": (K.gemm_geglu_kernel, (70, 67), {}),
@@ -70,7 +73,7 @@ GPU_SPEC_ON_C = {
     ("add_ln", "bfloat16"): REDUCE,
     ("add_ln", "float16"): REDUCE,
     ("rope", "bfloat16"): BF16,
-    ("rope", "float16"): "Compilation Failed",
+    ("rope", "float16"): PDL,
 }
 
 CPU_SPEC_BF16_ON_C = {"gemm": DROPPED, "geglu": DROPPED, "attn": DROPPED, "add_ln": BF16, "rope": BF16}
@@ -81,17 +84,12 @@ def _compile_c(prim, pass_configs):
 
 
 @pytest.mark.parametrize("name,dtype", sorted(GPU_SPEC_ON_C))
-def test_unchanged_gpu_specialisation_fails_on_c(name, dtype, capfd):
+def test_unchanged_gpu_specialisation_fails_on_c(name, dtype):
     factory, args, kwargs = CASES[name]
     with pytest.raises(Exception) as info:
         _compile_c(factory.get_tir(*args, dtype=dtype, **kwargs), K._gpu_pass_configs())
     assert GPU_SPEC_ON_C[(name, dtype)] in str(info.value)
-    if (name, dtype) == ("rope", "float16"):
-        assert type(info.value).__name__ == "RuntimeError"
-        # g++ rejects the vectorised half <-> float conversions the GPU loop lowers to
-        assert "vec_type" in str(info.value) + capfd.readouterr().err
-    else:
-        assert type(info.value).__name__ == "InternalError"
+    assert type(info.value).__name__ == "InternalError"
 
 
 @pytest.mark.parametrize("name", sorted(CPU_SPEC_BF16_ON_C))
