@@ -6,7 +6,9 @@ For a 1 x 128-token request and a ragged 64 x 5 batch (as bench_latency's cases 
 the CUDA kernels of one forward grouped by name (torch.profiler), the GPU time of the graph replay
 alone (CUDA events), and the host time of each stage of `FastLaya.__call__`.  The ragged batch also
 runs with packing off, to measure what packing gains.  (Tile choices are swept kernel by kernel in
-benchmarks/bench_tiles.py.)
+benchmarks/bench_tiles.py.)  The kernels open with a programmatic-dependent-launch wait, so a kernel's
+profiled duration includes the time it waited for the one before it: for each kind's share of a graph,
+use benchmarks/bench_replay.py --knockout.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def kernel_table(fast, tensors, calls: int = 5) -> list[dict]:
     from torch.profiler import ProfilerActivity, profile
 
     with torch.no_grad(), torch.autocast("cuda", dtype=fast.dtype):
-        fast(*tensors)
+        for _ in range(fast.capture_after):  # capture the plan's graph first: profile replays only
+            fast(*tensors)
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             for _ in range(calls):
