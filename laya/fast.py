@@ -11,12 +11,16 @@ batch shape, so a batch can run in one of two layouts (``Plan``):
   belong to no sequence; they only need to stay finite.
 
 The residual stream stays fp32 (ModernBERT-large activations reach ~3e4); GEMM operands are 16-bit
-copies made once.  On CUDA each plan that recurs (CAPTURE_AFTER runs) is captured once into a CUDA
-graph and replayed from static input buffers under a lock; outputs are copied out before the lock is
-released.  Every kernel starts with a programmatic-dependent-launch wait (``tl_kernels._Spec.chain``),
-so TileLang launches it with programmatic stream serialisation and a captured graph joins the kernels
-with programmatic edges: each kernel's launch overlaps the end of the one before it.  The scorer and
-act head run in plain torch on the gathered marker rows, exactly as the eager model (`model.decide`).
+copies made once.  The scorer and act head run in plain torch on the gathered marker rows, exactly as
+the eager model under autocast (`model.decide`).  A request is written into pinned host twins of the
+plan's static buffers, goes to the device in copies that open the forward, and its logits come back in
+one copy that closes it: the caller gets host tensors.  On CUDA each plan that recurs (CAPTURE_AFTER
+runs) is captured once into a CUDA graph (encoder and head), with a small second graph per marker count
+for the decision step, both replayed under a lock; outputs are copied out of the host buffer before the
+lock is released.  Every kernel starts with a programmatic-dependent-launch wait
+(``tl_kernels._Spec.chain``), so TileLang launches it with programmatic stream serialisation and a
+captured graph joins the kernels with programmatic edges: each kernel's launch overlaps the end of the
+one before it.
 
 ``cpu=True`` builds the same composition from the kernels' fp32 CPU specialisation: a correctness
 path for tests on machines without a GPU, not a CPU backend (the scalar kernels are slow).
@@ -120,49 +124,54 @@ class Plan:
 
 
 class _Slot:
-    """Static inputs of one plan (the CUDA graph reads these addresses) and its captured graph.
+    """Static inputs of one plan (the encoder's CUDA graph reads these addresses), its captured graph,
+    and the decision steps (``_Head``) of the marker counts its requests had.
 
     The inputs are views of one int32 device buffer, ``static`` = [ids | types | positions | lens | starts],
-    so that a request's static inputs reach the device in one copy from a host staging buffer of the
-    same layout (``_Staging``) instead of a copy per tensor plus fill kernels.
+    with a host twin ``host`` of the same layout (pinned on CUDA) that each request is written into: the
+    graph opens with the copy from ``host``, so a replay needs no copy call of its own.  The lock and the
+    end-of-request synchronisation keep the host from rewriting ``host`` while a copy reads it.
     """
 
-    def __init__(self, plan: Plan, device: torch.device):
+    def __init__(self, plan: Plan, device: torch.device, pinned: bool):
         m, b = plan.tokens, plan.rows
-        self.static = torch.zeros(3 * m + 2 * b, dtype=torch.int32, device=device)
+        size = 3 * m + 2 * b
+        self.static = torch.zeros(size, dtype=torch.int32, device=device)
         self.ids, self.types, self.positions = self.static[:m], self.static[m:2 * m], self.static[2 * m:3 * m]
         self.lens = self.static[3 * m:3 * m + b]  # tokens of each sequence (0: an empty bucket row)
-        self.starts = self.static[3 * m + b:]  # first token row of each sequence (read by packed attention)
+        self.starts = self.static[3 * m + b:]  # first token row of each sequence (packed attention, gathers)
+        self.host = torch.zeros(size, dtype=torch.int32, pin_memory=pinned)
+        h = self.host.numpy()
+        self.host_ids, self.host_types, self.host_positions = h[:m], h[m:2 * m], h[2 * m:3 * m]
+        self.host_lens, self.host_starts = h[3 * m:3 * m + b], h[3 * m + b:]
+        if not plan.packed:  # a dense row r starts at r * L whatever the request
+            self.host_starts[:] = np.arange(b) * plan.length
         self.graph: Any = None
-        self.out: torch.Tensor | None = None
+        self.out: torch.Tensor | None = None  # the graph's head output rows [M, d] fp32
         self.runs = 0  # eager runs so far (before the capture)
+        self.heads: dict[int, _Head] = {}
 
 
-class _Staging:
-    """A reusable host buffer each request is written into before it is copied to the device: pinned on
-    CUDA (the copies are then asynchronous), grown when a request needs more.  An event recorded after a
-    request's copies keeps the next request from overwriting data the device has not read yet."""
+class _Head:
+    """The decision step of one plan for requests of k marker columns: the gather index of each bucket
+    row's CLS and marker token rows and the marker mask (static, with a pinned host twin like
+    ``_Slot``), its captured graph, and ``result`` = [logits B x k | act logits B x n_act] fp32 on the
+    host, which the graph ends by copying into.  Bucket rows beyond the request's are dummies (index 0,
+    no live marker) and are cut off after the copy."""
 
-    def __init__(self, device: torch.device):
-        self.device = device
-        self.pinned = device.type == "cuda"
-        self.buffer = torch.empty(0, dtype=torch.int32)
-        self.copied: Any = None
-
-    def take(self, size: int) -> np.ndarray:
-        if self.copied is not None:
-            self.copied.synchronize()
-        if self.buffer.numel() < size:
-            self.buffer = torch.empty(max(size, 2 * self.buffer.numel()), dtype=torch.int32, pin_memory=self.pinned)
-        return self.buffer[:size].numpy()
-
-    def send(self, dst: torch.Tensor, start: int, size: int) -> None:
-        dst.copy_(self.buffer[start:start + size], non_blocking=self.pinned)
-
-    def sent(self) -> None:
-        if self.pinned:  # on the stream the copies went to: the destination device's current one
-            self.copied = torch.cuda.Event()
-            self.copied.record(torch.cuda.current_stream(self.device))
+    def __init__(self, plan: Plan, k: int, n_act: int, device: torch.device, pinned: bool):
+        b = plan.rows
+        size = b * (k + 1) + b * k
+        self.static = torch.zeros(size, dtype=torch.int32, device=device)
+        self.index = self.static[:b * (k + 1)]
+        self.live = self.static[b * (k + 1):].view(b, k)
+        self.host = torch.zeros(size, dtype=torch.int32, pin_memory=pinned)
+        h = self.host.numpy()
+        self.host_index, self.host_live = h[:b * (k + 1)].reshape(b, k + 1), h[b * (k + 1):].reshape(b, k)
+        self.markers = torch.arange(1, k + 1, device=device).expand(b, k)  # marker j sits at gathered row j
+        self.result = torch.zeros(b * (k + n_act), dtype=torch.float32, pin_memory=pinned)
+        self.host_result = self.result.numpy()
+        self.graph: Any = None
 
 
 class _Linear:
@@ -213,12 +222,13 @@ class FastLaya:
         self.heads = config.num_attention_heads
         self.dh = self.d // self.heads
         self.head_heads = head_heads(self.d)
+        self.n_act = model.act_head[-1].out_features
         if self.head_heads * HEAD_DH != self.d:
             raise ValueError(f"FastLaya's head attention needs d to be a multiple of {HEAD_DH}, got {self.d}")
         self.window = int(getattr(config, "sliding_window", None) or config.local_attention // 2)
         self._lock = threading.RLock()
         self._slots: dict[Plan, _Slot] = {}
-        self._staging = _Staging(self.device)
+        self._pinned = self.device.type == "cuda"  # host twins of static buffers: pinned
         self._pool = None
         self.captures = 0
         self.capture_after = CAPTURE_AFTER if self.use_graphs else 1
@@ -374,103 +384,132 @@ class FastLaya:
     def _slot(self, plan: Plan) -> _Slot:
         slot = self._slots.get(plan)
         if slot is None:
-            slot = self._slots[plan] = _Slot(plan, self.device)
+            slot = self._slots[plan] = _Slot(plan, self.device, self._pinned)
         return slot
+
+    def _head(self, plan: Plan, slot: _Slot, k: int) -> _Head:
+        head = slot.heads.get(k)
+        if head is None:
+            head = slot.heads[k] = _Head(plan, k, self.n_act, self.device, self._pinned)
+        return head
 
     # ---- the forward -------------------------------------------------------------------------------
 
     def __call__(self, input_ids, attention_mask, marker_pos, marker_mask, qtype):
-        """Inputs are best on the host (the tilelang backend passes the collated CPU batch): they reach the
-        device in two copies from one staging buffer.  Device tensors work too, at the cost of a copy back
-        first."""
+        """-> (logits [N, K] fp32, act logits [N, n_act] fp32), both on the host: the request's one
+        device-to-host copy is part of the forward.  Inputs are best on the host (the tilelang backend
+        passes the collated CPU batch); device tensors work too, at the cost of a copy back first."""
         ids, mask, markers, live, types = (t.cpu().numpy() for t in (input_ids, attention_mask, marker_pos,
                                                                      marker_mask, qtype))
         n, length = ids.shape
+        k = markers.shape[1]
         lens = mask.sum(1, dtype=np.int64)
         # a single row is always dense: its length does not choose the layout
         plan = self.plan(n, length, lens if n > 1 else None)
         with self._lock, torch.no_grad():
             slot = self._slot(plan)
-            index, live = self._fill(plan, slot, ids, lens, markers, live, types)
-            hidden = self._run(plan, slot)
-            # CLS row and marker rows of each question, copied out of the graph's memory under the lock.
-            rows = hidden.index_select(0, index).view(n, -1, self.d)
-        k = markers.shape[1]
-        compact = torch.arange(1, k + 1, device=rows.device).expand(n, k)
-        return decide(self.model, rows, compact, live)
+            head = self._head(plan, slot, k)
+            self._fill(plan, slot, head, ids, lens, markers, live, types)
+            self._run(plan, slot, head)
+            # copied out under the lock: the next request reuses head.result
+            b, result = plan.rows, head.host_result
+            logits = result[:b * k].reshape(b, k)[:n].copy()
+            act = result[b * k:].reshape(b, self.n_act)[:n].copy()
+        return torch.from_numpy(logits), torch.from_numpy(act)
 
-    def _fill(self, plan: Plan, slot: _Slot, ids: np.ndarray, lens: np.ndarray, markers: np.ndarray,
-              live: np.ndarray, types: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """Stage this request as [slot.static | gather index | marker mask], copy it to the device in two
-        copies from one host buffer; returns the device gather index (each row's CLS and marker token rows)
-        and marker mask."""
+    def _fill(self, plan: Plan, slot: _Slot, head: _Head, ids: np.ndarray, lens: np.ndarray,
+              markers: np.ndarray, live: np.ndarray, types: np.ndarray) -> None:
+        """Write this request into the host twins of the plan's static inputs and of its head's gather
+        index and marker mask.  Rows and tokens the request does not use are reset: a previous request
+        of the same plan may have written them."""
         n, length = ids.shape
-        m, b, k = plan.tokens, plan.rows, markers.shape[1]
-        static = 3 * m + 2 * b
-        size = static + n * (k + 1) + n * k
-        host = self._staging.take(size)
-        tok_ids, tok_types, positions = host[:m], host[m:2 * m], host[2 * m:3 * m]
-        seq_lens, starts = host[3 * m:3 * m + b], host[3 * m + b:static]
+        tok_ids, tok_types, positions = slot.host_ids, slot.host_types, slot.host_positions
+        seq_lens, starts = slot.host_lens, slot.host_starts
         tok_ids.fill(self.pad_id)
-        host[m:static].fill(0)  # types, positions, lengths and starts of unused rows stay 0
         seq_lens[:n] = lens
+        seq_lens[n:] = 0
         if plan.packed:
             # token t of row r sits at packed row starts[r] + t; the bucket's dummy rows after the last
-            # sequence hold pad tokens at position 0
+            # sequence hold pad tokens of type 0 at position 0
+            starts[0] = 0
             starts[1:n] = np.cumsum(lens[:-1])
+            starts[n:] = 0
             real = int(lens.sum())
             row_of = np.repeat(np.arange(n), lens)
             pos = np.arange(real) - starts[row_of]
             tok_ids[:real] = ids[row_of, pos]
             tok_types[:real] = types[row_of]
+            tok_types[real:] = 0
             positions[:real] = pos
-        else:
-            width = plan.length
-            starts[:n] = np.arange(n) * width
-            grid = tok_ids.reshape(b, width)
+            positions[real:] = 0
+        else:  # dense: positions are the column (RoPE reads its table by column), starts fixed per plan
+            grid = tok_ids.reshape(plan.rows, plan.length)
             grid[:n, :length] = ids
-            tok_types.reshape(b, width)[:n] = types[:, None]
-        index = host[static:static + n * (k + 1)].reshape(n, k + 1)
-        index[:, 0] = 0
-        index[:, 1:] = np.maximum(markers, 0)
-        index += starts[:n, None]
-        host[static + n * (k + 1):size] = live.reshape(-1)
-        # allocated before the first copy: a failure here must not leave a copy without its event
-        decoded = torch.empty(size - static, dtype=torch.int32, device=self.device)
-        self._staging.send(slot.static, 0, static)
-        self._staging.send(decoded, static, size - static)
-        self._staging.sent()
-        return decoded[:n * (k + 1)], decoded[n * (k + 1):].view(n, k).bool()
+            grid_types = tok_types.reshape(plan.rows, plan.length)
+            grid_types[:n] = types[:, None]
+            grid_types[n:] = 0
+        index, marker_live = head.host_index, head.host_live
+        index[:n, 0] = 0
+        index[:n, 1:] = np.maximum(markers, 0)
+        index[:n] += starts[:n, None]
+        index[n:] = 0
+        marker_live[:n] = live
+        marker_live[n:] = 0
 
-    def _run(self, plan: Plan, slot: _Slot) -> torch.Tensor:
-        if not self.use_graphs or plan.tokens > GRAPH_MAX_TOKENS:
-            return self._body(plan, slot)
-        if slot.graph is None:
+    def _run(self, plan: Plan, slot: _Slot, head: _Head) -> None:
+        """The encoder then the decision step, replayed from their graphs once captured; leaves the
+        result in head.result (synchronised)."""
+        graphs = self.use_graphs and plan.tokens <= GRAPH_MAX_TOKENS
+        if graphs and slot.graph is None:
             slot.runs += 1
-            if slot.runs < self.capture_after:
-                return self._body(plan, slot)
-            self._capture(plan, slot)
-        slot.graph.replay()
-        return slot.out
+            if slot.runs >= self.capture_after:
+                start = time.perf_counter()
+                slot.graph, slot.out = self._capture(lambda: self._encode(plan, slot))
+                self.captures += 1
+                self._log(f"captured {plan} in {1e3 * (time.perf_counter() - start):.0f} ms")
+        if slot.graph is None:
+            self._decide(self._encode(plan, slot), head)
+        else:
+            if head.graph is None:  # a few torch ops on the plan's captured output: captured at once
+                head.graph, _ = self._capture(lambda: self._decide(slot.out, head))
+            slot.graph.replay()
+            head.graph.replay()
+        if not self.cpu:
+            torch.cuda.current_stream(self.device).synchronize()
 
-    def _capture(self, plan: Plan, slot: _Slot) -> None:
-        start = time.perf_counter()
+    def _capture(self, run) -> tuple[Any, Any]:
+        """(graph, output) of `run` captured into the shared pool (replays never overlap: the lock)."""
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         side = torch.cuda.Stream(device=self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):  # two eager runs first: lazy init must not happen during capture
             for _ in range(2):
-                self._body(plan, slot)
+                run()
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         # thread_local: other threads keep making CUDA calls outside the lock while a plan is captured
         # (decoding after it); the default "global" mode would fail them.
         with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
-            out = self._body(plan, slot)
-        slot.graph, slot.out = graph, out
-        self.captures += 1
-        self._log(f"captured {plan} in {1e3 * (time.perf_counter() - start):.0f} ms")
+            out = run()
+        return graph, out
+
+    def _encode(self, plan: Plan, slot: _Slot) -> torch.Tensor:
+        slot.static.copy_(slot.host, non_blocking=self._pinned)
+        return self._body(plan, slot)
+
+    def _decide(self, hidden: torch.Tensor, head: _Head) -> torch.Tensor:
+        """Scorer and act head on each bucket row's CLS and marker rows of `hidden`, as the eager model
+        under the agent's autocast (`model.decide`); ends with the copy of both outputs into head.result.
+        Autocast is explicit (the same numbers whoever calls) and uncached (graph capture needs that)."""
+        head.static.copy_(head.host, non_blocking=self._pinned)
+        b, k = head.live.shape
+        rows = hidden.index_select(0, head.index).view(b, k + 1, self.d)
+        with torch.autocast(self.device.type, dtype=self.dtype, enabled=not self.cpu, cache_enabled=False):
+            logits, act = decide(self.model, rows, head.markers, head.live.bool())
+        out = torch.cat([logits.reshape(-1), act.float().reshape(-1)])
+        head.result.copy_(out, non_blocking=self._pinned)
+        return out
 
     def _body(self, plan: Plan, slot: _Slot) -> torch.Tensor:
         """Encoder and decision head for one plan: the fp32 head output rows [M, d]."""

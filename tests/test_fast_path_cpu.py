@@ -104,16 +104,27 @@ def test_repeated_calls_are_identical(agent, fast):
         assert torch.equal(a, b)
 
 
-def test_staging_buffer_reuse_keeps_results(agent, fast):
-    # One host staging buffer serves every request: a larger request grows it, and a smaller request
-    # afterwards must not see the larger one's leftovers (pad ids, types, markers, lengths).
-    small, large = make_batch([20], 1, seed=12), make_batch([70, 9, 44], 3, seed=13)
-    with torch.no_grad():
-        before = fast(*small)
-        fast(*large)
-        after = fast(*small)
-    for a, b in zip(before, after):
-        assert torch.equal(a, b)
+def test_reused_plan_buffers_keep_results(agent, fast):
+    # Each plan's host and device buffers (and each marker count's head buffers) serve every request of
+    # that plan: a request with fewer rows, tokens or live markers afterwards must not see an earlier
+    # one's leftovers (pad ids, types, positions, lengths, starts, gather rows, marker mask).
+    pairs = [(make_batch([60, 50, 50], 2, seed=12), make_batch([40, 40, 40, 40], 2, seed=13)),  # packed
+             (make_batch([48, 47, 48, 46, 48, 48, 47], 3, seed=14), make_batch([48] * 8, 3, seed=15)),  # dense
+             (make_batch([20], 1, seed=16), make_batch([30], 1, seed=17))]  # one row, one marker column
+    layouts = []
+    for first, second in pairs:
+        n1, n2 = first[0].shape[0], second[0].shape[0]
+        plan = fast.plan(n1, first[0].shape[1], first[1].sum(1).numpy() if n1 > 1 else None)
+        assert plan == fast.plan(n2, second[0].shape[1], second[1].sum(1).numpy() if n2 > 1 else None)
+        layouts.append(plan.packed)
+        with torch.no_grad():
+            before = fast(*first)
+            fast(*second)
+            after = fast(*first)
+        for a, b in zip(before, after):
+            assert torch.equal(a, b)
+        assert_close_to_eager(agent.model, fast, first)
+    assert layouts == [True, False, False]
 
 
 def test_tile_table_has_a_row_per_class_and_only_residual_gemms_split(fast):

@@ -12,7 +12,7 @@ from .base import Backend, BackendUnavailable
 
 class TileLangBackend(Backend):
     name = "tilelang"
-    host_inputs = True  # FastLaya stages a request in one pinned buffer: two copies instead of five + fills
+    host_inputs = True  # FastLaya writes a request into pinned buffers its CUDA graphs copy from
 
     def __init__(self, agent: Any, use_graphs: bool = True, verbose: bool = False):
         super().__init__(agent)
