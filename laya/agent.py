@@ -307,8 +307,9 @@ class Agent(Predictor):
         grad_was = torch.is_grad_enabled()
         _set_grad_enabled(False)
         try:
-            # Autocast is never entered when off: entering it on some devices raises even if disabled.
-            if dtype != torch.float32:
+            # Autocast is never entered when off (entering it on some devices raises even if disabled),
+            # nor around a backend that runs in the agent's dtype by itself.
+            if dtype != torch.float32 and not (self._backend is not None and self._backend.own_precision):
                 try:
                     with torch.autocast(device.type, dtype=dtype):
                         logits, act_logits = self._call_model(tensors, on_cuda)

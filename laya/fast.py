@@ -28,10 +28,12 @@ path for tests on machines without a GPU, not a CPU backend (the scalar kernels 
 
 from __future__ import annotations
 
+import copy
 import sys
 import threading
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -128,9 +130,9 @@ class _Slot:
     and the decision steps (``_Head``) of the marker counts its requests had.
 
     The inputs are views of one int32 device buffer, ``static`` = [ids | types | positions | lens | starts],
-    with a host twin ``host`` of the same layout (pinned on CUDA) that each request is written into: the
-    graph opens with the copy from ``host``, so a replay needs no copy call of its own.  The lock and the
-    end-of-request synchronisation keep the host from rewriting ``host`` while a copy reads it.
+    with a host twin ``host`` of the same layout (pinned on CUDA) that each request is written into and
+    copied from in one asynchronous copy.  The lock and the end-of-request synchronisation keep the host
+    from rewriting ``host`` while that copy reads it.
     """
 
     def __init__(self, plan: Plan, device: torch.device, pinned: bool):
@@ -156,7 +158,7 @@ class _Head:
     """The decision step of one plan for requests of k marker columns: the gather index of each bucket
     row's CLS and marker token rows and the marker mask (static, with a pinned host twin like
     ``_Slot``), its captured graph, and ``result`` = [logits B x k | act logits B x n_act] fp32 on the
-    host, which the graph ends by copying into.  Bucket rows beyond the request's are dummies (index 0,
+    host, which the step's output is copied into.  Bucket rows beyond the request's are dummies (index 0,
     no live marker) and are cut off after the copy."""
 
     def __init__(self, plan: Plan, k: int, n_act: int, device: torch.device, pinned: bool):
@@ -172,6 +174,7 @@ class _Head:
         self.result = torch.zeros(b * (k + n_act), dtype=torch.float32, pin_memory=pinned)
         self.host_result = self.result.numpy()
         self.graph: Any = None
+        self.out: torch.Tensor | None = None  # the graph's output (what `result` is copied from)
 
 
 class _Linear:
@@ -190,6 +193,15 @@ class _Norm:
         self.b = (norm.bias.detach().float() if norm.bias is not None else torch.zeros_like(self.w)).contiguous()
         self.has_bias = norm.bias is not None
         self.eps = float(norm.eps)
+
+
+def _linears_in(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """A copy of `module` whose nn.Linear weights and biases are in `dtype` (other layers unchanged)."""
+    module = copy.deepcopy(module)
+    for child in module.modules():
+        if isinstance(child, torch.nn.Linear):
+            child.to(dtype)
+    return module
 
 
 class FastLaya:
@@ -267,6 +279,11 @@ class FastLaya:
                 ffn2=_Linear(layer.linear2.weight, layer.linear2.bias, dt),
                 norm1=_Norm(layer.norm1), norm2=_Norm(layer.norm2)))
         self.type_emb = model.type_emb.weight.detach().float().contiguous()
+        # The decision step's Linears in 16 bits once: under autocast they would cast their fp32 weights
+        # on every replay (cast kernels in the graph) to the same 16-bit numbers.  LayerNorm keeps fp32,
+        # as autocast runs it.
+        self.decider = model if self.cpu else SimpleNamespace(
+            scorer=_linears_in(model.scorer, dt), act_head=_linears_in(model.act_head, dt))
         self.ffn = enc.layers[0].mlp.Wo.weight.shape[1]
 
     def _rope_tables(self, encoder, config) -> None:
@@ -457,24 +474,30 @@ class FastLaya:
         marker_live[n:] = 0
 
     def _run(self, plan: Plan, slot: _Slot, head: _Head) -> None:
-        """The encoder then the decision step, replayed from their graphs once captured; leaves the
-        result in head.result (synchronised)."""
+        """Copy the request in, run the encoder then the decision step (replayed from their graphs once
+        captured), copy both outputs into head.result and wait for them.  The copies are calls of their
+        own, not nodes of the graphs (which also works): on the H200 neither was measurably faster end to
+        end (latency_host_path_h200_2026-11-30.json), and graphs of device work alone are simpler."""
         graphs = self.use_graphs and plan.tokens <= GRAPH_MAX_TOKENS
         if graphs and slot.graph is None:
             slot.runs += 1
-            if slot.runs >= self.capture_after:
+            if slot.runs >= self.capture_after:  # (its eager warm-up runs read the last request's inputs)
                 start = time.perf_counter()
-                slot.graph, slot.out = self._capture(lambda: self._encode(plan, slot))
+                slot.graph, slot.out = self._capture(lambda: self._body(plan, slot))
                 self.captures += 1
                 self._log(f"captured {plan} in {1e3 * (time.perf_counter() - start):.0f} ms")
+        if slot.graph is not None and head.graph is None:  # a few torch ops on the plan's output: at once
+            head.graph, head.out = self._capture(lambda: self._decide(slot.out, head))
+        slot.static.copy_(slot.host, non_blocking=self._pinned)
+        head.static.copy_(head.host, non_blocking=self._pinned)
         if slot.graph is None:
-            self._decide(self._encode(plan, slot), head)
+            out = self._decide(self._body(plan, slot), head)
         else:
-            if head.graph is None:  # a few torch ops on the plan's captured output: captured at once
-                head.graph, _ = self._capture(lambda: self._decide(slot.out, head))
             slot.graph.replay()
             head.graph.replay()
-        if not self.cpu:
+            out = head.out
+        head.result.copy_(out, non_blocking=self._pinned)
+        if self._pinned:
             torch.cuda.current_stream(self.device).synchronize()
 
     def _capture(self, run) -> tuple[Any, Any]:
@@ -494,22 +517,15 @@ class FastLaya:
             out = run()
         return graph, out
 
-    def _encode(self, plan: Plan, slot: _Slot) -> torch.Tensor:
-        slot.static.copy_(slot.host, non_blocking=self._pinned)
-        return self._body(plan, slot)
-
     def _decide(self, hidden: torch.Tensor, head: _Head) -> torch.Tensor:
         """Scorer and act head on each bucket row's CLS and marker rows of `hidden`, as the eager model
-        under the agent's autocast (`model.decide`); ends with the copy of both outputs into head.result.
+        under the agent's autocast (`model.decide`): [logits B x k | act logits B x n_act] fp32.
         Autocast is explicit (the same numbers whoever calls) and uncached (graph capture needs that)."""
-        head.static.copy_(head.host, non_blocking=self._pinned)
         b, k = head.live.shape
         rows = hidden.index_select(0, head.index).view(b, k + 1, self.d)
         with torch.autocast(self.device.type, dtype=self.dtype, enabled=not self.cpu, cache_enabled=False):
-            logits, act = decide(self.model, rows, head.markers, head.live.bool())
-        out = torch.cat([logits.reshape(-1), act.float().reshape(-1)])
-        head.result.copy_(out, non_blocking=self._pinned)
-        return out
+            logits, act = decide(self.decider, rows, head.markers, head.live.bool())
+        return torch.cat([logits.reshape(-1), act.float().reshape(-1)])
 
     def _body(self, plan: Plan, slot: _Slot) -> torch.Tensor:
         """Encoder and decision head for one plan: the fp32 head output rows [M, d]."""

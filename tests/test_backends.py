@@ -238,3 +238,30 @@ def test_broadcast_masks_match_the_stock_modernbert_masks(fresh):
     masks = broadcast_masks(mask, 8)
     assert masks["full_attention"].shape == (3, 1, 1, 50) and masks["sliding_attention"].shape == (3, 1, 50, 50)
     assert masks["sliding_attention"][0, 0, 20, 28] and not masks["sliding_attention"][0, 0, 20, 29]
+
+
+class AutocastProbe(Backend):
+    """Records whether the agent's autocast was on around its forward."""
+    name = "probe"
+    seen: list = []
+
+    def forward(self, *args, **kwargs):
+        AutocastProbe.seen.append(torch.is_autocast_enabled("cpu"))
+        return self.stock_forward(*args, **kwargs)
+
+
+class OwnPrecisionProbe(AutocastProbe):
+    name = "own"
+    own_precision = True
+
+
+def test_the_agent_enters_no_autocast_around_a_backend_with_its_own_precision(tiny_checkpoint, monkeypatch):
+    monkeypatch.setenv("LAYA_CPU_AMP", "bf16")  # a 16-bit agent on the CPU: its requests run under autocast
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    monkeypatch.setitem(backends.REGISTRY, "probe", f"{__name__}:AutocastProbe")
+    monkeypatch.setitem(backends.REGISTRY, "own", f"{__name__}:OwnPrecisionProbe")
+    AutocastProbe.seen = []
+    for name in ("probe", "own"):
+        agent.set_backend(name, strict=True)
+        agent.predict("hello", QUESTIONS)
+    assert AutocastProbe.seen == [True, False]

@@ -24,6 +24,7 @@ class Backend:
     name = "base"
     warmup_repeats = 1  # Agent.warmup runs each synthetic shape this many times
     host_inputs = False  # True: the forward takes the collated batch on the host and moves it itself
+    own_precision = False  # True: the forward runs in the agent's 16-bit dtype itself: no autocast around it
 
     def __init__(self, agent: Any):
         self.agent = agent
