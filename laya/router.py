@@ -137,14 +137,14 @@ class Router(HookRegistry, StructuredDecisions):
                  on_predict_end: Any = None, hooks_raise: bool = True, hooks_concurrent: bool = True,
                  hooks_timeout: float | None = None, agent_kwargs: dict | None = None,
                  sha256_digests: dict | None = None):
-        if isinstance(max_loaded, bool) or not isinstance(max_loaded, int) or max_loaded < 1:
-            raise ValueError(f"max_loaded must be an integer >= 1, got {max_loaded!r}")
+        if isinstance(max_loaded, bool) or not isinstance(max_loaded, int):
+            raise ValueError(f"max_loaded must be an integer (the most agents kept loaded), got {max_loaded!r}")
         self._check_lang_guess(lang_guess, "lang_guess")
         self.hooks = hooks_mod.with_callables(hooks_mod.as_hooks(hooks), on_predict_start, on_predict_end)
         self.hooks_raise, self.hooks_concurrent, self.hooks_timeout = hooks_raise, hooks_concurrent, hooks_timeout
         self._hooks_lock = None if hooks_concurrent else threading.RLock()
         self.device, self.token, self.revision = device, token, revision
-        self.max_loaded = max_loaded
+        self.max_loaded = max(1, max_loaded)  # spec: "min 1", the same clamp as LAYA_MPS_AMP_MIN_ROWS
         self.auto_task_detection = bool(auto_task_detection)
         self.lang_guess = lang_guess
         self._lock = threading.RLock()

@@ -148,8 +148,9 @@ def test_near_builtin_name_warns_and_bad_source_fails():
         Router(models={"x": 3})
     with pytest.raises(ValueError, match="unknown model"):
         Router(default="nope")
-    with pytest.raises(ValueError, match="max_loaded"):
-        Router(max_loaded=0)
+    with pytest.raises(ValueError, match="max_loaded must be an integer .*'2'"):
+        Router(max_loaded="2")
+    assert Router(max_loaded=0).max_loaded == Router(max_loaded=-3).max_loaded == 1  # spec: "min 1"
 
 
 def test_agent_kwargs_are_validated():
