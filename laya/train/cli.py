@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default=defaults.device, help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
     p.add_argument("--amp", choices=("auto", "bf16", "off"), default=defaults.amp,
                    help="autocast dtype (auto: bf16 on CUDA, off on the CPU)")
+    p.add_argument("--option-layout", choices=("sequential", "parallel"), default=defaults.option_layout,
+                   help="option layout to train and save (parallel: ModernBERT encoders, transformers >= 5); "
+                        "default: the base checkpoint's (sequential for a fresh encoder)")
     p.add_argument("--shuffle-options", action="store_true")
     p.add_argument("--fixed-rows", action="store_true", help="build the shuffled rows once, reuse them every epoch")
     p.add_argument("--freeze-encoder", action="store_true")

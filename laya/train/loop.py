@@ -28,7 +28,7 @@ import torch
 
 from ..answers import temp_bucket
 from ..calibrate import fit_abstention_thresholds, fit_temperature_map
-from ..parallel_layout import eager_only
+from ..parallel_layout import check_layout, require_modernbert, row_positions
 from ..questions import keeps_tail, render_state
 from ..sequence import Batch, build_row, collate, encode, scrub_mask, tokenizer_view
 from .data import Example, check_finite, load_examples, with_option_order
@@ -82,6 +82,9 @@ class TrainConfig:
     device: str = "auto"  # "auto": CUDA when available, else the CPU
     amp: str = "auto"  # "bf16" or "off"; "auto": bf16 autocast on CUDA, off on the CPU
     head_layers: int = 2  # decision-head layers for a fresh head (a laya checkpoint base keeps its own)
+    # "sequential" or "parallel" (spec 3.9; parallel needs a ModernBERT encoder and transformers >= 5); None
+    # keeps the base checkpoint's layout ("sequential" for a fresh encoder). Saved in the checkpoint's config.
+    option_layout: str | None = None
     max_len: int | None = None  # None: the base checkpoint's value (256 for a fresh encoder)
     head_max_len: int | None = None
     max_steps: int | None = None  # optimiser steps; None = epochs decide
@@ -152,9 +155,10 @@ def _init_head(model: torch.nn.Module, seed: int) -> None:
 
 
 def init_model(base: str, seed: int = 0, max_len: int | None = None, head_max_len: int | None = None,
-               head_layers: int = 2):
+               head_layers: int = 2, option_layout: str | None = None):
     """(model, tokenizer, cfg) from a laya checkpoint directory, or from a Hugging Face encoder
-    directory (or "minilm") with a fresh decision head."""
+    directory (or "minilm") with a fresh decision head; in `option_layout` (None: the base's), see
+    set_layout."""
     from transformers import AutoModel, AutoTokenizer
 
     from ..checkpoint import load_config, load_tokenizer, load_weights
@@ -163,7 +167,6 @@ def init_model(base: str, seed: int = 0, max_len: int | None = None, head_max_le
     path = minilm_dir() if base == MINILM else base
     if os.path.isfile(os.path.join(path, "rl_agent_config.json")):
         cfg = load_config(path)
-        eager_only(cfg.get("option_layout"), f"fine-tuning {path} (laya.train builds sequential rows)", hint="")
         tok = load_tokenizer(path, cfg["encoder"])
         model = build_model(cfg, os.path.join(path, "encoder"), pretrained=False)
         load_weights(model, path)
@@ -187,7 +190,22 @@ def init_model(base: str, seed: int = 0, max_len: int | None = None, head_max_le
     limit = getattr(model.encoder.config, "max_position_embeddings", None)
     if isinstance(limit, int) and cfg.get("max_len", 512) > limit:
         cfg["max_len"] = limit
+    set_layout(model, cfg, option_layout, f" ({base})")
     return model, tok, cfg
+
+
+def set_layout(model, cfg: dict, option_layout: str | None, where: str = "") -> str:
+    """Put model and cfg in the option layout to train and score in: `option_layout`, or cfg's own when
+    None. cfg records it, except a sequential layout where cfg had no key (sequential checkpoints are
+    saved as before). The parallel layout's needs are inference's (parallel_layout)."""
+    layout = check_layout(cfg.get("option_layout") if option_layout is None else option_layout,
+                          f"the training config{where}")
+    if layout == "parallel":
+        require_modernbert(model.encoder.config, where)
+    if layout != "sequential" or "option_layout" in cfg:
+        cfg["option_layout"] = layout
+    model.option_layout = layout
+    return layout
 
 
 # ---- batches ------------------------------------------------------------------------------------
@@ -218,6 +236,7 @@ class TrainRow:
     ids: np.ndarray
     markers: list
     qtype: int
+    head_len: int = 0  # tokens of the row's head ([CLS] ... closing [SEP]): the parallel layout's positions
 
 
 ROW_CHUNK = 2048
@@ -228,7 +247,8 @@ def _row_chunk(examples: Sequence[Example], seed: str | None, tok: Any = None, c
     tok = tok if tok is not None else _worker_state["tok"]
     cfg = cfg if cfg is not None else _worker_state["cfg"]
     rows = make_rows(tok, examples, cfg, None if seed is None else random.Random(seed))
-    return [(TrainRow(np.asarray(r.ids, dtype=np.int32), list(r.markers), r.qtype), t) for r, t in rows]
+    return [(TrainRow(np.asarray(r.ids, dtype=np.int32), list(r.markers), r.qtype, len(r.head.ids)), t)
+            for r, t in rows]
 
 
 def _init_worker(tok: Any, cfg: dict) -> None:
@@ -266,26 +286,33 @@ def batches(rows: list[tuple], size: int, rng: random.Random, window_batches: in
     return out
 
 
-def collate_train(rows: list[TrainRow], pad_id: int) -> Batch:
-    """Right-padded batch of TrainRows (the layout of sequence.collate)."""
+def collate_train(rows: list[TrainRow], pad_id: int, parallel: bool = False) -> Batch:
+    """Right-padded batch of TrainRows (the layout of sequence.collate, `parallel` included)."""
     n, width, k = len(rows), max(len(r.ids) for r in rows), max(len(r.markers) for r in rows)
     input_ids = np.full((n, width), pad_id, dtype=np.int64)
     attention_mask = np.zeros((n, width), dtype=np.int64)
     marker_pos = np.zeros((n, k), dtype=np.int64)
     marker_mask = np.zeros((n, k), dtype=np.bool_)
+    layout = np.zeros((2, n, width), dtype=np.int64) if parallel else None  # position, option ids; 0 on pads
     for i, r in enumerate(rows):
         input_ids[i, :len(r.ids)] = r.ids
         attention_mask[i, :len(r.ids)] = 1
         marker_pos[i, :len(r.markers)] = r.markers
         marker_mask[i, :len(r.markers)] = True
+        if parallel:
+            layout[0, i, :len(r.ids)], layout[1, i, :len(r.ids)] = row_positions(len(r.ids), r.head_len, r.markers)
     qtype = np.array([r.qtype for r in rows], dtype=np.int64)
-    return Batch(*(torch.from_numpy(a) for a in (input_ids, attention_mask, marker_pos, marker_mask, qtype)), rows)
+    batch = Batch(*(torch.from_numpy(a) for a in (input_ids, attention_mask, marker_pos, marker_mask, qtype)), rows)
+    if parallel:
+        batch.position_ids, batch.option_ids = torch.from_numpy(layout[0]), torch.from_numpy(layout[1])
+    return batch
 
 
-def tensors(tok: Any, chunk: list[tuple]):
+def tensors(tok: Any, chunk: list[tuple], parallel: bool = False):
+    """(batch, slot-order targets) of (row, target) pairs; `parallel` adds the parallel layout's ids."""
     rows = [r for r, _ in chunk]
     pad = tokenizer_view(tok).pad_id
-    batch = collate_train(rows, pad) if isinstance(rows[0], TrainRow) else collate(rows, pad)
+    batch = collate_train(rows, pad, parallel) if isinstance(rows[0], TrainRow) else collate(rows, pad, parallel)
     target = torch.zeros(batch.marker_mask.shape, dtype=torch.float32)
     for i, (_, t) in enumerate(chunk):
         target[i, :len(t)] = torch.as_tensor(t, dtype=torch.float32)
@@ -293,16 +320,24 @@ def tensors(tok: Any, chunk: list[tuple]):
 
 
 def forward_logits(model, batch, device: torch.device | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """fp32 logits [N, K]; inputs moved to `device`, the forward under `dtype` autocast when given."""
-    tensors = batch.tensors()
+    """fp32 logits [N, K]; inputs moved to `device`, the forward under `dtype` autocast when given. A
+    parallel-layout batch passes its position and option ids as the Agent's eager forward does."""
+    layout = (batch.position_ids, batch.option_ids) if batch.position_ids is not None else ()
+    tensors = (*batch.tensors(), *layout)
     if device is not None and device.type != "cpu":
         tensors = tuple(t.to(device, non_blocking=True) for t in tensors)
     if dtype is None:
-        logits, _ = model(*tensors)
+        logits, _ = _call_model(model, tensors)
     else:
         with torch.autocast(tensors[0].device.type, dtype=dtype):
-            logits, _ = model(*tensors)
+            logits, _ = _call_model(model, tensors)
     return logits.float()
+
+
+def _call_model(model, tensors: tuple) -> tuple:
+    if len(tensors) > 5:  # the parallel layout's position_ids and option_ids (Agent._call_model's convention)
+        return model(*tensors[:5], position_ids=tensors[5], option_ids=tensors[6])
+    return model(*tensors)
 
 
 def logit_range(logits: torch.Tensor, mask: torch.Tensor) -> float:
@@ -379,8 +414,9 @@ class Bar:
 @torch.no_grad()
 def predict_logits(model, tok, examples: Sequence[Example], cfg: dict, batch_size: int = 32,
                    dtype: torch.dtype | None = None) -> list[np.ndarray]:
-    """Raw logits (canonical option order, length k) per example, in eval mode, on the model's device."""
-    eager_only(cfg.get("option_layout"), "scoring with laya.train (sequential rows)", hint="")
+    """Raw logits (canonical option order, length k) per example, in eval mode, on the model's device,
+    in cfg's option layout."""
+    parallel = cfg.get("option_layout") == "parallel"
     model.eval()
     device = next(model.parameters()).device
     rows = make_rows(tok, examples, cfg, None)
@@ -388,7 +424,7 @@ def predict_logits(model, tok, examples: Sequence[Example], cfg: dict, batch_siz
     out: list = [None] * len(rows)
     for j in range(0, len(order), batch_size):
         idx = order[j:j + batch_size]
-        batch, _ = tensors(tok, [rows[i] for i in idx])
+        batch, _ = tensors(tok, [rows[i] for i in idx], parallel)
         logits = forward_logits(model, batch, device, dtype).cpu().numpy()
         for n, i in enumerate(idx):
             out[i] = logits[n, :examples[i].question.k].astype(np.float64)
@@ -444,6 +480,8 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     config = config or TrainConfig()
     if config.loss not in ("rlcd", "soft-ce"):
         raise ValueError(f"loss {config.loss!r} is not known; use 'rlcd' or 'soft-ce'")
+    if config.option_layout is not None:
+        check_layout(config.option_layout, "the training config")
     examples = list(load_examples(data, **load_kwargs) if isinstance(data, str) else data)
     if not examples:
         raise ValueError("no training examples: every question lacks gold probabilities or expected answers")
@@ -456,7 +494,9 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     torch.manual_seed(config.seed)
     device = resolve_train_device(config)
     dtype = amp_dtype(config, device)
-    model, tok, cfg = init_model(base, config.seed, config.max_len, config.head_max_len, config.head_layers)
+    model, tok, cfg = init_model(base, config.seed, config.max_len, config.head_max_len, config.head_layers,
+                                 config.option_layout)
+    parallel = cfg.get("option_layout") == "parallel"
     if config.dropout is not None:
         set_dropout(model, config.dropout)
     freeze(model, config)
@@ -508,7 +548,7 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
             n_rows = sum(len(c) for c in group)
             loss_sum, spread = 0.0, 0.0
             for chunk in group:
-                batch, target = tensors(tok, chunk)
+                batch, target = tensors(tok, chunk, parallel)
                 logits = forward_logits(model, batch, device, dtype)
                 target, mask = target.to(logits.device), batch.marker_mask.to(logits.device)
                 if config.loss == "rlcd":
