@@ -6,7 +6,6 @@ import json
 import os
 import shutil
 
-import numpy as np
 import pytest
 import torch
 
@@ -222,23 +221,6 @@ def test_exports_refuse_a_parallel_model(parallel_checkpoint, tmp_path):
     with pytest.raises(ValueError, match="an AOTInductor package needs a checkpoint with the sequential layout"):
         aoti.build_package(model, str(tmp_path / "x.pt2"))
     assert not os.listdir(tmp_path)  # nothing written
-
-
-def test_training_refuses_a_parallel_checkpoint(parallel_checkpoint, tmp_path):
-    from laya.questions import check_question
-    from laya.train import TrainConfig, train
-    from laya.train.data import Example
-
-    q = check_question("urgent", {"type": "noul", "instructions": "Is it urgent?"})
-    examples = [Example("the site is down", q, np.array([0.0, 1.0], dtype=np.float32))] * 4
-    with pytest.raises(ValueError, match="option_layout 'parallel'"):
-        train(examples, base=parallel_checkpoint, out_dir=str(tmp_path / "run"), config=TrainConfig(max_steps=1))
-    import laya
-    from laya.train.loop import predict_logits
-
-    agent = laya.load(parallel_checkpoint, device="cpu")  # scoring it with the training code: refused too
-    with pytest.raises(ValueError, match="option_layout 'parallel'"):
-        predict_logits(agent.model, agent.tok, examples, agent.cfg)
 
 
 def test_a_parallel_checkpoint_needs_a_modernbert_encoder(parallel_checkpoint, tmp_path):
