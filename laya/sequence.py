@@ -327,20 +327,22 @@ def collate(rows: list[Row], pad_id: int, parallel: bool = False) -> Batch:
                   from_numpy(array((n, k), _INT64, marker_pos)), from_numpy(array((n, k), _BOOL, marker_mask)),
                   from_numpy(array((n,), _INT64, qtype)), rows)
     if parallel:
-        batch.position_ids, batch.option_ids = parallel_ids(rows, width)
+        batch.position_ids, batch.option_ids = parallel_ids([(len(r.ids), len(r.head.ids), r.markers)
+                                                              for r in rows], width)
     return batch
 
 
 _INT64, _BOOL = np.dtype(np.int64), np.dtype(np.bool_)
 
 
-def parallel_ids(rows: list[Row], width: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """[N, width] position and option ids of the parallel layout, zeros on the pads."""
+def parallel_ids(rows: list[tuple], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """[N, width] position and option ids of the parallel layout, zeros on the pads; `rows` holds each
+    row's (length, head length, markers)."""
     from .parallel_layout import row_positions
 
     ids = np.zeros((2, len(rows), width), dtype=np.int64)
-    for i, r in enumerate(rows):
-        ids[0, i, :len(r.ids)], ids[1, i, :len(r.ids)] = row_positions(len(r.ids), len(r.head.ids), r.markers)
+    for i, (length, head_len, markers) in enumerate(rows):
+        ids[0, i, :length], ids[1, i, :length] = row_positions(length, head_len, markers)
     return torch.from_numpy(ids[0]), torch.from_numpy(ids[1])
 
 

@@ -28,9 +28,9 @@ import torch
 
 from ..answers import temp_bucket
 from ..calibrate import fit_abstention_thresholds, fit_temperature_map
-from ..parallel_layout import check_layout, require_modernbert, row_positions
+from ..parallel_layout import check_layout, require_modernbert
 from ..questions import keeps_tail, render_state
-from ..sequence import Batch, build_row, collate, encode, scrub_mask, tokenizer_view
+from ..sequence import Batch, build_row, collate, encode, parallel_ids, scrub_mask, tokenizer_view
 from .data import Example, check_finite, load_examples, with_option_order
 from .objectives import rlcd_loss, sigma_at, soft_ce_loss
 
@@ -293,18 +293,16 @@ def collate_train(rows: list[TrainRow], pad_id: int, parallel: bool = False) -> 
     attention_mask = np.zeros((n, width), dtype=np.int64)
     marker_pos = np.zeros((n, k), dtype=np.int64)
     marker_mask = np.zeros((n, k), dtype=np.bool_)
-    layout = np.zeros((2, n, width), dtype=np.int64) if parallel else None  # position, option ids; 0 on pads
     for i, r in enumerate(rows):
         input_ids[i, :len(r.ids)] = r.ids
         attention_mask[i, :len(r.ids)] = 1
         marker_pos[i, :len(r.markers)] = r.markers
         marker_mask[i, :len(r.markers)] = True
-        if parallel:
-            layout[0, i, :len(r.ids)], layout[1, i, :len(r.ids)] = row_positions(len(r.ids), r.head_len, r.markers)
     qtype = np.array([r.qtype for r in rows], dtype=np.int64)
     batch = Batch(*(torch.from_numpy(a) for a in (input_ids, attention_mask, marker_pos, marker_mask, qtype)), rows)
     if parallel:
-        batch.position_ids, batch.option_ids = torch.from_numpy(layout[0]), torch.from_numpy(layout[1])
+        batch.position_ids, batch.option_ids = parallel_ids([(len(r.ids), r.head_len, r.markers) for r in rows],
+                                                            width)
     return batch
 
 
