@@ -125,6 +125,13 @@ class Plan:
     tokens: int  # M: token rows through the GEMMs (B * L dense, bucketed real count packed)
 
 
+def _staged(size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    """(int32 device buffer, its host twin, a numpy view of the twin): the twin is pinned on CUDA, so the
+    copy between them is asynchronous."""
+    host = torch.zeros(size, dtype=torch.int32, pin_memory=device.type == "cuda")
+    return torch.zeros(size, dtype=torch.int32, device=device), host, host.numpy()
+
+
 class _Slot:
     """Static inputs of one plan (the encoder's CUDA graph reads these addresses), its captured graph,
     and the decision steps (``_Head``) of the marker counts its requests had.
@@ -135,15 +142,12 @@ class _Slot:
     from rewriting ``host`` while that copy reads it.
     """
 
-    def __init__(self, plan: Plan, device: torch.device, pinned: bool):
+    def __init__(self, plan: Plan, device: torch.device):
         m, b = plan.tokens, plan.rows
-        size = 3 * m + 2 * b
-        self.static = torch.zeros(size, dtype=torch.int32, device=device)
+        self.static, self.host, h = _staged(3 * m + 2 * b, device)
         self.ids, self.types, self.positions = self.static[:m], self.static[m:2 * m], self.static[2 * m:3 * m]
         self.lens = self.static[3 * m:3 * m + b]  # tokens of each sequence (0: an empty bucket row)
         self.starts = self.static[3 * m + b:]  # first token row of each sequence (packed attention, gathers)
-        self.host = torch.zeros(size, dtype=torch.int32, pin_memory=pinned)
-        h = self.host.numpy()
         self.host_ids, self.host_types, self.host_positions = h[:m], h[m:2 * m], h[2 * m:3 * m]
         self.host_lens, self.host_starts = h[3 * m:3 * m + b], h[3 * m + b:]
         if not plan.packed:  # a dense row r starts at r * L whatever the request
@@ -161,17 +165,14 @@ class _Head:
     host, which the step's output is copied into.  Bucket rows beyond the request's are dummies (index 0,
     no live marker) and are cut off after the copy."""
 
-    def __init__(self, plan: Plan, k: int, n_act: int, device: torch.device, pinned: bool):
+    def __init__(self, plan: Plan, k: int, n_act: int, device: torch.device):
         b = plan.rows
-        size = b * (k + 1) + b * k
-        self.static = torch.zeros(size, dtype=torch.int32, device=device)
+        self.static, self.host, h = _staged(b * (k + 1) + b * k, device)
         self.index = self.static[:b * (k + 1)]
         self.live = self.static[b * (k + 1):].view(b, k)
-        self.host = torch.zeros(size, dtype=torch.int32, pin_memory=pinned)
-        h = self.host.numpy()
         self.host_index, self.host_live = h[:b * (k + 1)].reshape(b, k + 1), h[b * (k + 1):].reshape(b, k)
         self.markers = torch.arange(1, k + 1, device=device).expand(b, k)  # marker j sits at gathered row j
-        self.result = torch.zeros(b * (k + n_act), dtype=torch.float32, pin_memory=pinned)
+        self.result = torch.zeros(b * (k + n_act), dtype=torch.float32, pin_memory=device.type == "cuda")
         self.host_result = self.result.numpy()
         self.graph: Any = None
         self.out: torch.Tensor | None = None  # the graph's output (what `result` is copied from)
@@ -240,7 +241,6 @@ class FastLaya:
         self.window = int(getattr(config, "sliding_window", None) or config.local_attention // 2)
         self._lock = threading.RLock()
         self._slots: dict[Plan, _Slot] = {}
-        self._pinned = self.device.type == "cuda"  # host twins of static buffers: pinned
         self._pool = None
         self.captures = 0
         self.capture_after = CAPTURE_AFTER if self.use_graphs else 1
@@ -401,13 +401,13 @@ class FastLaya:
     def _slot(self, plan: Plan) -> _Slot:
         slot = self._slots.get(plan)
         if slot is None:
-            slot = self._slots[plan] = _Slot(plan, self.device, self._pinned)
+            slot = self._slots[plan] = _Slot(plan, self.device)
         return slot
 
     def _head(self, plan: Plan, slot: _Slot, k: int) -> _Head:
         head = slot.heads.get(k)
         if head is None:
-            head = slot.heads[k] = _Head(plan, k, self.n_act, self.device, self._pinned)
+            head = slot.heads[k] = _Head(plan, k, self.n_act, self.device)
         return head
 
     # ---- the forward -------------------------------------------------------------------------------
@@ -488,16 +488,17 @@ class FastLaya:
                 self._log(f"captured {plan} in {1e3 * (time.perf_counter() - start):.0f} ms")
         if slot.graph is not None and head.graph is None:  # a few torch ops on the plan's output: at once
             head.graph, head.out = self._capture(lambda: self._decide(slot.out, head))
-        slot.static.copy_(slot.host, non_blocking=self._pinned)
-        head.static.copy_(head.host, non_blocking=self._pinned)
+        pinned = not self.cpu  # (host twins are pinned on CUDA: asynchronous copies)
+        slot.static.copy_(slot.host, non_blocking=pinned)
+        head.static.copy_(head.host, non_blocking=pinned)
         if slot.graph is None:
             out = self._decide(self._body(plan, slot), head)
         else:
             slot.graph.replay()
             head.graph.replay()
             out = head.out
-        head.result.copy_(out, non_blocking=self._pinned)
-        if self._pinned:
+        head.result.copy_(out, non_blocking=pinned)
+        if pinned:
             torch.cuda.current_stream(self.device).synchronize()
 
     def _capture(self, run) -> tuple[Any, Any]:

@@ -2,8 +2,8 @@
 
 `forward(input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False)` must return
 `(logits [N, K] fp32, act_logits [N, n_act])` with the stock shapes and meaning, on the agent's device
-or already on the host (the agent's request path takes either; tilelang returns host tensors, its
-device-to-host copy being part of its graphs). Installing sets an
+or already on the host (the agent's request path takes either; tilelang returns host tensors, copied
+out in its forward's one device-to-host copy). Installing sets an
 instance-level `model.forward`; uninstalling restores whatever was there before.
 """
 

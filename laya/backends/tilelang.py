@@ -12,7 +12,7 @@ from .base import Backend, BackendUnavailable
 
 class TileLangBackend(Backend):
     name = "tilelang"
-    host_inputs = True  # FastLaya writes a request into pinned buffers its CUDA graphs copy from
+    host_inputs = True  # FastLaya writes a request into pinned host buffers, one async copy each
     own_precision = True  # 16-bit kernels, and the decision step under FastLaya's own autocast
 
     def __init__(self, agent: Any, use_graphs: bool = True, verbose: bool = False):
