@@ -83,12 +83,12 @@ def stage_times(fast, tensors, repeats: int = 50) -> dict:
             head = fast._head(plan, slot, markers.shape[1])
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            fast._fill(plan, slot, head, ids, lens, markers, live, types)
+            extent = fast._fill(plan, slot, head, ids, lens, markers, live, types)
             t1 = time.perf_counter()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             t2 = time.perf_counter()
-            fast._run(plan, slot, head)  # ends synchronised
+            fast._run(plan, slot, head, extent)  # ends synchronised
             t3 = time.perf_counter()
             end.record()
             torch.cuda.synchronize()

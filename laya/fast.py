@@ -10,6 +10,10 @@ batch shape, so a batch can run in one of two layouts (``Plan``):
   (``attn_varlen_kernel``) finds each sequence by its first row and length.  The bucket's dummy rows
   belong to no sequence; they only need to stay finite.
 
+A captured graph computes its plan's whole bucket (its shapes are fixed); an eager run (big plans, and
+every run on the CPU) computes only the request's own token rows and sequences, so large ragged batches
+spend nothing on the bucket's dummies.
+
 The residual stream stays fp32 (ModernBERT-large activations reach ~3e4); GEMM operands are 16-bit
 copies made once.  The scorer and act head run in plain torch on the gathered marker rows, exactly as
 the eager model under autocast (`model.decide`).  A request is written into pinned host twins of the
@@ -426,8 +430,8 @@ class FastLaya:
         with self._lock, torch.no_grad():
             slot = self._slot(plan)
             head = self._head(plan, slot, k)
-            self._fill(plan, slot, head, ids, lens, markers, live, types)
-            self._run(plan, slot, head)
+            extent = self._fill(plan, slot, head, ids, lens, markers, live, types)
+            self._run(plan, slot, head, extent)
             # copied out under the lock: the next request reuses head.result
             b, result = plan.rows, head.host_result
             logits = result[:b * k].reshape(b, k)[:n].copy()
@@ -435,10 +439,11 @@ class FastLaya:
         return torch.from_numpy(logits), torch.from_numpy(act)
 
     def _fill(self, plan: Plan, slot: _Slot, head: _Head, ids: np.ndarray, lens: np.ndarray,
-              markers: np.ndarray, live: np.ndarray, types: np.ndarray) -> None:
+              markers: np.ndarray, live: np.ndarray, types: np.ndarray) -> tuple[int, int]:
         """Write this request into the host twins of the plan's static inputs and of its head's gather
-        index and marker mask.  Rows and tokens the request does not use are reset: a previous request
-        of the same plan may have written them."""
+        index and marker mask, and return its extent (token rows, sequence rows): the leading part of
+        the plan's buffers that it fills.  Rows and tokens the request does not use are reset: a
+        previous request of the same plan may have written them, and a graph replay reads them all."""
         n, length = ids.shape
         tok_ids, tok_types, positions = slot.host_ids, slot.host_types, slot.host_positions
         seq_lens, starts = slot.host_lens, slot.host_starts
@@ -459,12 +464,14 @@ class FastLaya:
             tok_types[real:] = 0
             positions[:real] = pos
             positions[real:] = 0
+            extent = (real, n)
         else:  # dense: positions are the column (RoPE reads its table by column), starts fixed per plan
             grid = tok_ids.reshape(plan.rows, plan.length)
             grid[:n, :length] = ids
             grid_types = tok_types.reshape(plan.rows, plan.length)
             grid_types[:n] = types[:, None]
             grid_types[n:] = 0
+            extent = (n * plan.length, n)
         index, marker_live = head.host_index, head.host_live
         index[:n, 0] = 0
         index[:n, 1:] = np.maximum(markers, 0)
@@ -472,10 +479,13 @@ class FastLaya:
         index[n:] = 0
         marker_live[:n] = live
         marker_live[n:] = 0
+        return extent
 
-    def _run(self, plan: Plan, slot: _Slot, head: _Head) -> None:
+    def _run(self, plan: Plan, slot: _Slot, head: _Head, extent: tuple[int, int]) -> None:
         """Copy the request in, run the encoder then the decision step (replayed from their graphs once
-        captured), copy both outputs into head.result and wait for them.  The copies are calls of their
+        captured), copy both outputs into head.result and wait for them.  A graph computes the whole
+        plan; an eager run computes only the request's `extent` (from `_fill`), so the bucket's dummy
+        token rows and sequences cost nothing where no graph needs the fixed shape.  The copies are calls of their
         own, not nodes of the graphs (which also works): on the H200 neither was measurably faster end to
         end (latency_host_path_h200_2026-11-30.json), and graphs of device work alone are simpler."""
         graphs = self.use_graphs and plan.tokens <= GRAPH_MAX_TOKENS
@@ -492,7 +502,7 @@ class FastLaya:
         slot.static.copy_(slot.host, non_blocking=pinned)
         head.static.copy_(head.host, non_blocking=pinned)
         if slot.graph is None:
-            out = self._decide(self._body(plan, slot), head)
+            out = self._decide(self._body(plan, slot, extent), head)
         else:
             slot.graph.replay()
             head.graph.replay()
@@ -528,15 +538,19 @@ class FastLaya:
             logits, act = decide(self.decider, rows, head.markers, head.live.bool())
         return torch.cat([logits.reshape(-1), act.float().reshape(-1)])
 
-    def _body(self, plan: Plan, slot: _Slot) -> torch.Tensor:
-        """Encoder and decision head for one plan: the fp32 head output rows [M, d]."""
-        c = m_class(plan.tokens)
-        ks, d, m = self.sets[c], self.d, plan.tokens
+    def _body(self, plan: Plan, slot: _Slot, extent: tuple[int, int] | None = None) -> torch.Tensor:
+        """Encoder and decision head over the leading `extent` = (token rows m, sequence rows b) of the
+        plan's buffers (None: all of them, as a graph captures): the fp32 head output rows [m, d]."""
+        m, b = extent or (plan.tokens, plan.rows)
+        c = m_class(m)
+        ks, d = self.sets[c], self.d
+        ids, types, positions, lens, starts = slot.ids[:m], slot.types[:m], slot.positions[:m], \
+            slot.lens[:b], slot.starts[:b]
 
         def gemm(name: str, a: torch.Tensor, lin: _Linear) -> torch.Tensor:
             return self._gemm(ks[name], self.splits[c][name], a, lin)
 
-        x = F.layer_norm(F.embedding(slot.ids, self.emb).float(), (d,), self.emb_norm.w,
+        x = F.layer_norm(F.embedding(ids, self.emb).float(), (d,), self.emb_norm.w,
                          self.emb_norm.b if self.emb_norm.has_bias else None, self.emb_norm.eps)
         y = x.to(self.dtype)
         # Packed: one attention output for all layers (encoder and head are both d wide), zeroed once so
@@ -545,17 +559,18 @@ class FastLaya:
         for layer in self.layers:
             qkv = gemm("qkv", y, layer["qkv"])
             cos, sin = self.rope[layer["kind"]]
-            o = self._attend(plan, slot, ks, qkv, attn_out, layer["window"], self.heads, self.dh,
-                             (cos[:plan.length], sin[:plan.length]) if not plan.packed else (cos, sin))
+            o = self._attend(plan, (positions, lens, starts), ks, qkv, attn_out, layer["window"], self.heads,
+                             self.dh, (cos[:plan.length], sin[:plan.length]) if not plan.packed else (cos, sin))
             y = self._add_ln(ks["ln_o"], x, gemm("o", o, layer["o"]), layer["mlp_norm"])
             g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
             ks["up"](y, layer["up"].w, g)
             y = self._add_ln(ks["ln_down"], x, gemm("down", g, layer["down"]), layer["next_norm"])
-        x = y.float() + self.type_emb[slot.types]
+        x = y.float() + self.type_emb[types]
         for layer in self.head:
             y = self._add_ln(ks["h_ln"], x, None, layer["norm1"])
             qkv = gemm("h_qkv", y, layer["qkv"])
-            o = self._attend(plan, slot, ks, qkv, attn_out, None, self.head_heads, HEAD_DH, None)
+            o = self._attend(plan, (positions, lens, starts), ks, qkv, attn_out, None, self.head_heads, HEAD_DH,
+                             None)
             y = self._add_ln(ks["h_add_ln"], x, gemm("h_o", o, layer["o"]), layer["norm2"])
             f1 = gemm("h_ffn1", y, layer["ffn1"])
             x.add_(gemm("h_ffn2", f1, layer["ffn2"]))
@@ -577,21 +592,23 @@ class FastLaya:
         kernel(x, y if residual is None else residual, norm.w, norm.b, y)  # R is ignored without residual
         return y
 
-    def _attend(self, plan: Plan, slot: _Slot, ks: dict, qkv: torch.Tensor, attn_out, window: int | None,
+    def _attend(self, plan: Plan, inputs: tuple, ks: dict, qkv: torch.Tensor, attn_out, window: int | None,
                 heads: int, dh: int, rope) -> torch.Tensor:
-        """RoPE (encoder layers) and attention for one layer; window None = the decision head's."""
-        b, width = plan.rows, plan.length
+        """RoPE (encoder layers) and attention for one layer; window None = the decision head's.
+        `inputs` = (positions, lens, starts): the run's views of the slot's static inputs."""
+        positions, lens, starts = inputs
         if plan.packed:
             if rope is not None:
-                ks["rope_at"](qkv, *rope, slot.positions)
+                ks["rope_at"](qkv, *rope, positions)
             kernel = ks["h_attn_varlen"] if window is None else ks[("attn_varlen", window)]
-            kernel(qkv.view(-1, 3, heads, dh), slot.starts, slot.lens, attn_out)
+            kernel(qkv.view(-1, 3, heads, dh), starts, lens, attn_out)
             return attn_out
         if rope is not None:
             ks["rope"](qkv, *rope)
+        b, width = lens.shape[0], plan.length
         out = torch.empty(b * width, heads * dh, dtype=self.dtype, device=self.device)
         kernel = ks["h_attn"] if window is None else ks[("attn", window)]
-        kernel(qkv.view(b, width, 3, heads, dh), slot.lens, out.view(b, width, heads * dh))
+        kernel(qkv.view(b, width, 3, heads, dh), lens, out.view(b, width, heads * dh))
         return out
 
     # ---- warm-up -----------------------------------------------------------------------------------

@@ -127,6 +127,35 @@ def test_reused_plan_buffers_keep_results(agent, fast):
     assert layouts == [True, False, False]
 
 
+def test_an_eager_run_computes_only_the_request_not_the_bucket(agent, fast, monkeypatch):
+    # Without a graph (always on the CPU; big plans on CUDA) the GEMMs see the request's token rows and
+    # attention its sequences, not the plan's bucket: 106 packed tokens (bucket 112) of 3 sequences
+    # (bucket 4), and 3 dense rows of 48 tokens in a 4-row plan.
+    seen = []
+
+    def spy(kind, kernel):
+        def call(*args):
+            seen.append((kind, args[0].shape[0], args[-2].shape[0] if kind == "attn" else None))
+            return kernel(*args)
+        return call
+
+    for kernels in fast.sets:
+        monkeypatch.setitem(kernels, "up", spy("up", kernels["up"]))
+        for name in [n for n in kernels if isinstance(n, tuple) and n[0].startswith("attn")]:
+            monkeypatch.setitem(kernels, name, spy("attn", kernels[name]))
+    for lens, packed, tokens in (([13, 60, 33], True, 106), ([48, 47, 48], False, 3 * 48)):
+        if not packed:  # three rows of a 4-row bucket always pack; dense ones are what PACK_RATIO=inf gives
+            monkeypatch.setattr(fast_module, "PACK_RATIO", float("inf"))
+        plan = fast.plan(len(lens), max(lens), np.array(lens))
+        assert plan.packed == packed and plan.rows == 4 and plan.tokens > tokens
+        seen.clear()
+        batch = make_batch(lens, 2, seed=sum(lens))
+        assert_close_to_eager(agent.model, fast, batch)
+        ups = {m for kind, m, _ in seen if kind == "up"}
+        attention_rows = {b for kind, _, b in seen if kind == "attn"}
+        assert ups == {tokens} and attention_rows == {3}, (lens, seen)
+
+
 def test_tile_table_has_a_row_per_class_and_only_residual_gemms_split(fast):
     assert all(len(row) == len(M_CLASSES) for row in GPU_TILES.values())
     assert [m_class(t) for t in (1, 32, 33, 128, 129, 2048, 2049, 10**6)] == [0, 0, 1, 2, 3, 6, 7, 7]
