@@ -57,13 +57,20 @@ SPLIT_TILES = [dict(bm=64, bn=64, bk=128, stages=3, threads=128),
                dict(bm=16, bn=64, bk=128, stages=4, threads=128)]
 SPLITS = (2, 4, 8)
 LARGE_M = 4096  # from here on the large-tile candidates (no split-K: enough thread blocks without it)
+# persistent candidates: one block per SM walking the tiles (tl_kernels._tile_grid)
+SMS = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 0
 LARGE = [dict(bm=128, bn=256, bk=64, stages=3, threads=256),  # the fast path's large tiles so far
+         dict(bm=128, bn=256, bk=64, stages=3, threads=256, workers=SMS),
+         dict(bm=128, bn=128, bk=64, stages=4, threads=256, workers=SMS),
          dict(bm=128, bn=256, bk=64, stages=4, threads=256),
          dict(bm=256, bn=128, bk=64, stages=3, threads=256),
          dict(bm=128, bn=128, bk=64, stages=4, threads=256),
          dict(bm=128, bn=256, bk=32, stages=4, threads=256),
          dict(bm=128, bn=128, bk=64, stages=3, threads=256)]
 GEGLU_LARGE = [dict(bm=128, bn=128, bk=64, stages=3, threads=256),  # "large" so far
+               dict(bm=128, bn=128, bk=64, stages=3, threads=256, workers=SMS),
+               dict(bm=128, bn=128, bk=64, stages=4, threads=256, workers=SMS),
+               dict(bm=128, bn=64, bk=64, stages=4, threads=256, workers=SMS),
                dict(bm=128, bn=128, bk=64, stages=4, threads=256),
                dict(bm=128, bn=64, bk=64, stages=4, threads=256),
                dict(bm=256, bn=64, bk=64, stages=3, threads=256),
@@ -292,16 +299,21 @@ def sweep_varlen(out: dict) -> None:
     for window in (0, 64):
         refs = {b: reference(b, window) for b in check}
         entry = {"sequences": VARLEN_SEQS, "real_tokens": total, "max_len": VARLEN_MAX_LEN, "window": window}
-        cands, errors = {}, {}
+        cands, errors, launched = {}, {}, {}
         for cfg in VARLEN:
             kern = kernel_or_none(K.attn_varlen_kernel, VARLEN_MAX_LEN, H, DH, window=window, **cfg)
             if kern is None:
                 continue
-            cands[label(cfg)] = try_graph(lambda kern=kern: [lambda: kern(qkv, starts_d, lens_d, o)] * 4)
-            kern(qkv, starts_d, lens_d, o)
+            # the grid is the live query blocks' table (as FastLaya's eager runs launch it), per bm
+            blocks = torch.from_numpy(K.varlen_blocks(lens.numpy(), VARLEN_MAX_LEN, cfg["bm"])).to(DEV)
+            launched[cfg["bm"]] = blocks.shape[0] * H
+            cands[label(cfg)] = try_graph(lambda kern=kern, blocks=blocks:
+                                          [lambda: kern(qkv, starts_d, lens_d, blocks, o)] * 4)
+            kern(qkv, starts_d, lens_d, blocks, o)
             errors[label(cfg)] = max((o[starts[b]:starts[b] + lens[b]].float() - refs[b]).abs().max().item()
                                      for b in check)
         entry["candidates_ms"] = cands
+        entry["thread_blocks_by_bm"] = launched  # the old (ceil(L/bm), H, B) grid: ceil(L/bm) * H * B
         entry["max_abs_error_vs_sdpa"] = errors
         entry["current"] = label(VARLEN[1] if window else VARLEN[0])
         out.setdefault(f"attn_varlen_window{window}", {})[VARLEN_SEQS] = entry

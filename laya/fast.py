@@ -7,8 +7,9 @@ batch shape, so a batch can run in one of two layouts (``Plan``):
   padding is cheap (one row, or rows of similar length).
 * packed: only the batch's real tokens, one sequence after another (M = their count, bucketed up).
   Padded tokens are never computed: RoPE takes each row's position from a table and attention
-  (``attn_varlen_kernel``) finds each sequence by its first row and length.  The bucket's dummy rows
-  belong to no sequence; they only need to stay finite.
+  (``attn_varlen_kernel``) finds each sequence by its first row and length, and launches only the query
+  blocks listed in a per-request block table (each sequence's ceil(length / bm) blocks, not max_len / bm
+  of them).  The bucket's dummy rows belong to no sequence; they only need to stay finite.
 
 A captured graph computes its plan's whole bucket (its shapes are fixed); an eager run (big plans, and
 every run on the CPU) computes only the request's own token rows and sequences, so large ragged batches
@@ -63,8 +64,11 @@ GRAPH_MAX_TOKENS = 4096
 CAPTURE_AFTER = 3
 
 
-def _t(bm, bn, bk, stages, threads, splits=0):
-    return dict(bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, splits=splits)
+ONE_PER_SM = -1  # a table's `workers`: a persistent GEMM with one block per SM of the device
+
+
+def _t(bm, bn, bk, stages, threads, splits=0, workers=0):
+    return dict(bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, splits=splits, workers=workers)
 
 
 # Tiles per token-row class: a plan of M rows uses the first class whose bound holds M.  Measured on the
@@ -79,20 +83,20 @@ GPU_TILES = {
     # N >= 3d: the encoder's and the head's QKV, the head's 4d-wide first FFN layer
     "wide": (_t(16, 64, 128, 4, 128), _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
              _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256), _t(128, 256, 64, 3, 256),
-             _t(128, 256, 64, 4, 256)),
+             _t(128, 256, 64, 3, 256, workers=ONE_PER_SM)),
     "geglu": (_t(16, 64, 128, 3, 128), _t(64, 32, 128, 2, 128), _t(128, 32, 128, 2, 128), _t(128, 64, 64, 3, 256),
               _t(128, 128, 64, 3, 256), _t(128, 128, 64, 3, 256), _t(128, 128, 64, 3, 256),
-              _t(128, 128, 64, 3, 256)),
+              _t(128, 128, 64, 3, 256, workers=ONE_PER_SM)),
     # N = d without split-K: the head's output projections (their output is not summed by add_ln alone)
     "narrow": (_t(64, 32, 128, 3, 128),) * 4 + (_t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
-                                                _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
+                                                _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256, workers=ONE_PER_SM)),
     # the encoder's attention output (K = d) and MLP down-projection (K = ffn), summed by add_ln
     "o": (_t(16, 64, 128, 4, 128, splits=4), _t(32, 64, 128, 4, 128, splits=4), _t(32, 64, 128, 4, 128, splits=2),
           _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128), _t(128, 128, 64, 3, 256),
-          _t(128, 256, 64, 3, 256)),
+          _t(128, 256, 64, 3, 256, workers=ONE_PER_SM)),
     "down": (_t(16, 64, 128, 4, 128, splits=8), _t(32, 64, 128, 4, 128, splits=4), _t(64, 64, 128, 3, 128, splits=4),
              _t(64, 64, 128, 3, 128, splits=2), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
-             _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
+             _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256, workers=ONE_PER_SM)),
     # Row-wise kernels: one row per block for few rows (latency: more blocks, fewer serial steps per
     # thread); the measured large-M optimum otherwise (rope bm=4/128 threads, add_ln the defaults).
     "rope": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=128),),
@@ -140,20 +144,30 @@ class _Slot:
     """Static inputs of one plan (the encoder's CUDA graph reads these addresses), its captured graph,
     and the decision steps (``_Head``) of the marker counts its requests had.
 
-    The inputs are views of one int32 device buffer, ``static`` = [ids | types | positions | lens | starts],
-    with a host twin ``host`` of the same layout (pinned on CUDA) that each request is written into and
-    copied from in one asynchronous copy.  The lock and the end-of-request synchronisation keep the host
-    from rewriting ``host`` while that copy reads it.
+    The inputs are views of one int32 device buffer, ``static`` =
+    [ids | types | positions | lens | starts | blocks], with a host twin ``host`` of the same layout
+    (pinned on CUDA) that each request is written into and copied from in one asynchronous copy.  The lock
+    and the end-of-request synchronisation keep the host from rewriting ``host`` while that copy reads it.
+
+    ``blocks`` (packed plans only; empty for dense ones) is the varlen attention kernels' block table for
+    query blocks of ``bm`` rows, the bm of every varlen kernel of the plan's token-row class.  Sequences
+    of n_b tokens need sum ceil(n_b / bm) <= ceil(M / bm) + B entries (each wastes at most one partial
+    block); entries past the request's are -1 (no work), which a graph replay launches as no-op blocks.
     """
 
-    def __init__(self, plan: Plan, device: torch.device):
+    def __init__(self, plan: Plan, device: torch.device, bm: int | None = None):
         m, b = plan.tokens, plan.rows
-        self.static, self.host, h = _staged(3 * m + 2 * b, device)
+        nb = -(-m // bm) + b if plan.packed else 0
+        self.bm = bm
+        self.static, self.host, h = _staged(3 * m + 2 * b + nb, device)
         self.ids, self.types, self.positions = self.static[:m], self.static[m:2 * m], self.static[2 * m:3 * m]
         self.lens = self.static[3 * m:3 * m + b]  # tokens of each sequence (0: an empty bucket row)
-        self.starts = self.static[3 * m + b:]  # first token row of each sequence (packed attention, gathers)
+        self.starts = self.static[3 * m + b:3 * m + 2 * b]  # first token row of each sequence (attention, gathers)
+        self.blocks = self.static[3 * m + 2 * b:]  # packed attention's query blocks (K.varlen_blocks)
         self.host_ids, self.host_types, self.host_positions = h[:m], h[m:2 * m], h[2 * m:3 * m]
-        self.host_lens, self.host_starts = h[3 * m:3 * m + b], h[3 * m + b:]
+        self.host_lens, self.host_starts = h[3 * m:3 * m + b], h[3 * m + b:3 * m + 2 * b]
+        self.host_blocks = h[3 * m + 2 * b:]
+        self.host_blocks.fill(-1)
         if not plan.packed:  # a dense row r starts at r * L whatever the request
             self.host_starts[:] = np.arange(b) * plan.length
         self.graph: Any = None
@@ -318,6 +332,10 @@ class FastLaya:
             cfg = dict(GPU_TILES[kind][c])
             if self.cpu:  # the kernels' default tiles, the table's split-K factor
                 return {"splits": cfg["splits"]} if cfg.get("splits") else {}
+            if cfg.get("workers") == ONE_PER_SM:
+                cfg["workers"] = torch.cuda.get_device_properties(self.device).multi_processor_count
+            elif "workers" in cfg and not cfg["workers"]:
+                del cfg["workers"]  # (the kernels' default: one block per tile)
             return cfg
 
         requests: dict[Any, tuple] = {}
@@ -360,10 +378,33 @@ class FastLaya:
             kwargs["dtype"] = dt
         start = time.perf_counter()
         kernels = self._compile(requests)
+        # Packed attention's block table (filled per request by _fill) is built for one query-block size
+        # bm per class, so the class's varlen kernels (encoder full/windowed, head) must agree on it.  Read
+        # bm from the arguments each was compiled with (a tuned tile may have fallen back to the defaults)
+        # and, where they differ, compile all of them with the default tiles.
+        varlen = [("attn_varlen", window) for window in windows] + ["h_attn_varlen"]
+        self.attn_bm = []
+        for c in range(len(M_CLASSES)):
+            bms = {self._bm_of(requests[(name, c)]) for name in varlen}
+            if len(bms) > 1:
+                self._log(f"class {c}: varlen attention tiles disagree on bm {sorted(bms)}; default tiles")
+                for name in varlen:
+                    for t in ("bm", "bn", "stages", "threads"):
+                        requests[(name, c)][2].pop(t, None)
+                kernels.update(self._compile({(name, c): requests[(name, c)] for name in varlen}))
+                bms = {self._bm_of(requests[(name, c)]) for name in varlen}
+            (bm,) = bms
+            self.attn_bm.append(bm)
         self.compile_s = time.perf_counter() - start
         self.sets = [{name: kernels[(name, c)] for name, cc in requests if cc == c} for c in range(len(M_CLASSES))]
         self.splits = [{name: splits[(name, c)] for name, cc in splits if cc == c} for c in range(len(M_CLASSES))]
         self._log(f"compiled {len({id(k) for k in kernels.values()})} kernels in {self.compile_s:.1f} s")
+
+    @staticmethod
+    def _bm_of(request: tuple) -> int:
+        """The query-block size of an attention request (factory, args, kwargs), defaults applied."""
+        factory, args, kwargs = request
+        return dict(factory._key_of(args, kwargs)[0])["bm"]
 
     def _compile(self, requests: dict) -> dict:
         if self.cpu:
@@ -377,7 +418,7 @@ class FastLaya:
             try:
                 kernels[key] = f(*a, **kw)
             except Exception as e:  # noqa: BLE001 - a tuned tile the compiler rejects: use the defaults
-                tuned = {t: kw.pop(t) for t in ("bm", "bn", "bk", "stages", "threads") if t in kw}
+                tuned = {t: kw.pop(t) for t in ("bm", "bn", "bk", "stages", "threads", "workers") if t in kw}
                 if not tuned:
                     raise
                 self._log(f"kernel {key} with tiles {tuned} failed ({type(e).__name__}); default tiles")
@@ -405,7 +446,9 @@ class FastLaya:
     def _slot(self, plan: Plan) -> _Slot:
         slot = self._slots.get(plan)
         if slot is None:
-            slot = self._slots[plan] = _Slot(plan, self.device)
+            # packed plans: the block table of the bm that _body's class for this plan uses (see _body)
+            bm = self.attn_bm[m_class(plan.tokens)] if plan.packed else None
+            slot = self._slots[plan] = _Slot(plan, self.device, bm)
         return slot
 
     def _head(self, plan: Plan, slot: _Slot, k: int) -> _Head:
@@ -439,11 +482,12 @@ class FastLaya:
         return torch.from_numpy(logits), torch.from_numpy(act)
 
     def _fill(self, plan: Plan, slot: _Slot, head: _Head, ids: np.ndarray, lens: np.ndarray,
-              markers: np.ndarray, live: np.ndarray, types: np.ndarray) -> tuple[int, int]:
+              markers: np.ndarray, live: np.ndarray, types: np.ndarray) -> tuple[int, int, int]:
         """Write this request into the host twins of the plan's static inputs and of its head's gather
-        index and marker mask, and return its extent (token rows, sequence rows): the leading part of
-        the plan's buffers that it fills.  Rows and tokens the request does not use are reset: a
-        previous request of the same plan may have written them, and a graph replay reads them all."""
+        index and marker mask, and return its extent (token rows, sequence rows, block-table entries):
+        the leading part of the plan's buffers that it fills.  Rows, tokens and blocks the request does
+        not use are reset: a previous request of the same plan may have written them, and a graph replay
+        reads them all."""
         n, length = ids.shape
         tok_ids, tok_types, positions = slot.host_ids, slot.host_types, slot.host_positions
         seq_lens, starts = slot.host_lens, slot.host_starts
@@ -464,14 +508,19 @@ class FastLaya:
             tok_types[real:] = 0
             positions[:real] = pos
             positions[real:] = 0
-            extent = (real, n)
+            # the query blocks that hold queries; the rest of the table is no-op entries
+            live_blocks = K.varlen_blocks(lens, self.max_len, slot.bm)
+            nb = live_blocks.shape[0]
+            slot.host_blocks[:nb] = live_blocks
+            slot.host_blocks[nb:] = -1
+            extent = (real, n, max(nb, 1))  # (a launch needs a non-empty grid: one no-op entry if none)
         else:  # dense: positions are the column (RoPE reads its table by column), starts fixed per plan
             grid = tok_ids.reshape(plan.rows, plan.length)
             grid[:n, :length] = ids
             grid_types = tok_types.reshape(plan.rows, plan.length)
             grid_types[:n] = types[:, None]
             grid_types[n:] = 0
-            extent = (n * plan.length, n)
+            extent = (n * plan.length, n, 0)
         index, marker_live = head.host_index, head.host_live
         index[:n, 0] = 0
         index[:n, 1:] = np.maximum(markers, 0)
@@ -481,7 +530,7 @@ class FastLaya:
         marker_live[n:] = 0
         return extent
 
-    def _run(self, plan: Plan, slot: _Slot, head: _Head, extent: tuple[int, int]) -> None:
+    def _run(self, plan: Plan, slot: _Slot, head: _Head, extent: tuple[int, int, int]) -> None:
         """Copy the request in, run the encoder then the decision step (replayed from their graphs once
         captured), copy both outputs into head.result and wait for them.  A graph computes the whole
         plan; an eager run computes only the request's `extent` (from `_fill`), so the bucket's dummy
@@ -538,14 +587,21 @@ class FastLaya:
             logits, act = decide(self.decider, rows, head.markers, head.live.bool())
         return torch.cat([logits.reshape(-1), act.float().reshape(-1)])
 
-    def _body(self, plan: Plan, slot: _Slot, extent: tuple[int, int] | None = None) -> torch.Tensor:
-        """Encoder and decision head over the leading `extent` = (token rows m, sequence rows b) of the
-        plan's buffers (None: all of them, as a graph captures): the fp32 head output rows [m, d]."""
-        m, b = extent or (plan.tokens, plan.rows)
+    def _body(self, plan: Plan, slot: _Slot, extent: tuple[int, int, int] | None = None) -> torch.Tensor:
+        """Encoder and decision head over the leading `extent` = (token rows m, sequence rows b, block-table
+        entries nb) of the plan's buffers (None: all of them, as a graph captures): the fp32 head output
+        rows [m, d]."""
+        m, b, nb = extent or (plan.tokens, plan.rows, slot.blocks.shape[0])
         c = m_class(m)
+        # The slot's table was built for the class of plan.tokens.  A packed request's token count is in
+        # the same class (bucket_packed never crosses a power of two >= 16, the class bounds), but a table
+        # for another bm would silently compute the wrong blocks: check.
+        if plan.packed and self.attn_bm[c] != slot.bm:
+            raise RuntimeError(f"block table built for bm={slot.bm}, class {c} attention uses {self.attn_bm[c]}")
         ks, d = self.sets[c], self.d
         ids, types, positions, lens, starts = slot.ids[:m], slot.types[:m], slot.positions[:m], \
             slot.lens[:b], slot.starts[:b]
+        inputs = (positions, lens, starts, slot.blocks[:nb])
 
         def gemm(name: str, a: torch.Tensor, lin: _Linear) -> torch.Tensor:
             return self._gemm(ks[name], self.splits[c][name], a, lin)
@@ -559,7 +615,7 @@ class FastLaya:
         for layer in self.layers:
             qkv = gemm("qkv", y, layer["qkv"])
             cos, sin = self.rope[layer["kind"]]
-            o = self._attend(plan, (positions, lens, starts), ks, qkv, attn_out, layer["window"], self.heads,
+            o = self._attend(plan, inputs, ks, qkv, attn_out, layer["window"], self.heads,
                              self.dh, (cos[:plan.length], sin[:plan.length]) if not plan.packed else (cos, sin))
             y = self._add_ln(ks["ln_o"], x, gemm("o", o, layer["o"]), layer["mlp_norm"])
             g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
@@ -569,8 +625,7 @@ class FastLaya:
         for layer in self.head:
             y = self._add_ln(ks["h_ln"], x, None, layer["norm1"])
             qkv = gemm("h_qkv", y, layer["qkv"])
-            o = self._attend(plan, (positions, lens, starts), ks, qkv, attn_out, None, self.head_heads, HEAD_DH,
-                             None)
+            o = self._attend(plan, inputs, ks, qkv, attn_out, None, self.head_heads, HEAD_DH, None)
             y = self._add_ln(ks["h_add_ln"], x, gemm("h_o", o, layer["o"]), layer["norm2"])
             f1 = gemm("h_ffn1", y, layer["ffn1"])
             x.add_(gemm("h_ffn2", f1, layer["ffn2"]))
@@ -595,13 +650,13 @@ class FastLaya:
     def _attend(self, plan: Plan, inputs: tuple, ks: dict, qkv: torch.Tensor, attn_out, window: int | None,
                 heads: int, dh: int, rope) -> torch.Tensor:
         """RoPE (encoder layers) and attention for one layer; window None = the decision head's.
-        `inputs` = (positions, lens, starts): the run's views of the slot's static inputs."""
-        positions, lens, starts = inputs
+        `inputs` = (positions, lens, starts, blocks): the run's views of the slot's static inputs."""
+        positions, lens, starts, blocks = inputs
         if plan.packed:
             if rope is not None:
                 ks["rope_at"](qkv, *rope, positions)
             kernel = ks["h_attn_varlen"] if window is None else ks[("attn_varlen", window)]
-            kernel(qkv.view(-1, 3, heads, dh), starts, lens, attn_out)
+            kernel(qkv.view(-1, 3, heads, dh), starts, lens, blocks, attn_out)
             return attn_out
         if rope is not None:
             ks["rope"](qkv, *rope)

@@ -58,7 +58,8 @@ def _precompile():
             reqs.append((K.attn_kernel, (*shape, ATTN_H, ATTN_DH), dict(window=w, dtype=dt)))
         reqs.append((K.attn_kernel, (None, None, 2, 64), dict(window=0, dtype=dt)))
         reqs.append((K.rope_positions_kernel, (12, 64), dict(dtype=dt)))
-        reqs += [(K.attn_varlen_kernel, (512, ATTN_H, ATTN_DH), dict(window=w, dtype=dt)) for w in (0, 64)]
+        reqs += [(K.attn_varlen_kernel, (512, ATTN_H, ATTN_DH), dict(window=w, dtype=dt, **tiles))
+                 for w in (0, 64) for tiles in ({}, dict(bm=128, bn=128, stages=2, threads=256))]
     try:
         K.compile_many(reqs)
     except Exception as e:  # the tests then compile lazily, one by one
@@ -91,6 +92,35 @@ def test_gemm_geglu(dt, F, Kd):
     K.gemm_geglu_kernel(F, Kd, dtype=TL[dt])(A, W, C)
     y = A.float() @ W.float().T
     assert err(C, torch.nn.functional.gelu(y[:, :F]) * y[:, F:]) < TOL
+
+
+PERSISTENT_TILES = dict(bm=128, bn=128, bk=64, stages=3, threads=256)
+
+
+@pytest.mark.parametrize("workers", [7, 132])
+@pytest.mark.parametrize("kind", ["gemm", "geglu"])
+def test_persistent_gemms_walk_every_tile(kind, workers):
+    # A persistent kernel (workers > 0 blocks walking the tiles) must cover every output tile exactly
+    # as the one-block-per-tile grid does: 7 workers make each block walk many tiles (ragged M and N
+    # tails included), 132 (the H200's SM count) leaves some blocks idle in the last wave.
+    M, Kd = 1000, 1024
+    A = rnd(M, Kd, seed=21, dtype=torch.bfloat16)
+    if kind == "gemm":
+        N = 1000
+        W = rnd(N, Kd, scale=0.02, seed=22, dtype=torch.bfloat16)
+        b = rnd(N, scale=0.5, seed=23)
+        C = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device=DEV)
+        K.gemm_kernel(N, Kd, bias=True, act="gelu", workers=workers, **PERSISTENT_TILES)(A, W, b, C)
+        ref = torch.nn.functional.gelu(A.float() @ W.float().T + b)
+    else:
+        N = 1000
+        W = rnd(2 * N, Kd, scale=0.02, seed=24, dtype=torch.bfloat16)
+        C = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device=DEV)
+        K.gemm_geglu_kernel(N, Kd, workers=workers, **PERSISTENT_TILES)(A, W, C)
+        y = A.float() @ W.float().T
+        ref = torch.nn.functional.gelu(y[:, :N]) * y[:, N:]
+    assert torch.isfinite(C.float()).all()
+    assert err(C, ref) < TOL
 
 
 @pytest.mark.parametrize("dt", DTYPES)
@@ -177,18 +207,24 @@ def test_attention_empty_sequence(dt):
 
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("window", [0, 64])
-def test_attention_varlen_matches_dense(dt, window):
-    """Packed rows (plus dummy rows of no sequence) against SDPA on the dense layout of the same batch."""
-    B, L, H, Dh = 4, 300, ATTN_H, ATTN_DH
-    lens = torch.tensor([300, 77, 1, 190], dtype=torch.int32, device=DEV)
+@pytest.mark.parametrize("tiles", [{}, dict(bm=128, bn=128, stages=2, threads=256)])  # defaults; fast.py's large
+def test_attention_varlen_matches_dense(dt, window, tiles):
+    """Packed rows (plus dummy rows of no sequence) against SDPA on the dense layout of the same batch;
+    the launch is the live query blocks' table with no-op (-1) entries around them, as a graph pads it."""
+    B, L, H, Dh = 5, 300, ATTN_H, ATTN_DH
+    lens = torch.tensor([300, 77, 1, 0, 190], dtype=torch.int32, device=DEV)
     qkv = rnd(B, L, 3, H, Dh, seed=13, dtype=dt)
     packed = torch.cat([qkv[b, :n] for b, n in enumerate(lens.tolist())] + [rnd(5, 3, H, Dh, seed=14, dtype=dt)])
     starts = torch.cumsum(lens, 0, dtype=torch.int32) - lens
     O = torch.full((packed.shape[0], H * Dh), float("nan"), dtype=dt, device=DEV)
-    K.attn_varlen_kernel(512, H, Dh, window=window, dtype=TL[dt])(packed.contiguous(), starts, lens, O)
+    live = torch.from_numpy(K.varlen_blocks(lens.cpu().numpy(), 512, tiles.get("bm", 64)))
+    blocks = torch.cat([torch.full((2,), -1, dtype=torch.int32), live, torch.full((3,), -1, dtype=torch.int32)])
+    K.attn_varlen_kernel(512, H, Dh, window=window, dtype=TL[dt], **tiles)(packed.contiguous(), starts, lens,
+                                                                           blocks.to(DEV), O)
     ref = sdpa_ref(qkv, lens, window)
     for b, (start, n) in enumerate(zip(starts.tolist(), lens.tolist())):
-        assert err(O[start : start + n], ref[b, :n]) < TOL_ATTN
+        if n:  # (an empty sequence has no rows; SDPA's are NaN)
+            assert err(O[start : start + n], ref[b, :n]) < TOL_ATTN
     assert torch.isnan(O[-5:]).all()  # rows of no sequence are left alone
 
 

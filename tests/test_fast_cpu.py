@@ -255,13 +255,24 @@ def packed_from_dense(qkv, lens):
     return torch.cat(rows + [dummies]).contiguous(), starts
 
 
+def with_dummies(blocks):
+    """A block table with no-op (negative) entries first, between live ones and last, as a graph's
+    padded table has them last (and any order must work: each entry is independent)."""
+    live = torch.from_numpy(blocks)
+    return torch.cat([torch.tensor([-1]), live[:1], torch.tensor([-7]), live[1:], torch.full((3,), -1)]).to(torch.int32)
+
+
 @pytest.mark.parametrize("window", [0, 17])
-def test_attn_varlen_cpu_matches_dense_reference(window):
-    qkv, lens = attn_inputs(lens=[80, 39, 0])
+@pytest.mark.parametrize("lens,seed", [([80, 39, 0], 6), ([0, 64, 5, 65, 80, 1], 21)])
+def test_attn_varlen_cpu_matches_dense_reference(window, lens, seed):
+    # L = 80 with bm = 64: a sequence has up to two query blocks; 0-length sequences have none
+    qkv, lens = attn_inputs(B=len(lens), lens=lens, seed=seed)
     packed, starts = packed_from_dense(qkv, lens)
     kern = K.compile_cpu(K.attn_varlen_kernel, AL, AH, ADh, window=window)
+    blocks = K.varlen_blocks(lens.numpy(), AL, 64)
+    assert len(blocks) == sum(-(-n // 64) for n in lens.tolist())
     O = torch.full((packed.shape[0], AH * ADh), float("nan"))
-    kern(packed, starts, lens, O)
+    kern(packed, starts, lens, with_dummies(blocks), O)
     ref = ref_attn(qkv, lens, window)
     offset = 0
     for b, n in enumerate(lens.tolist()):
@@ -269,6 +280,28 @@ def test_attn_varlen_cpu_matches_dense_reference(window):
             assert maxerr(O[offset : offset + n], ref[b, :n]) < TOL
         offset += n
     assert torch.isnan(O[offset:]).all()  # rows of no sequence are not written
+
+
+def test_attn_varlen_cpu_computes_only_listed_blocks():
+    # The table is the launch: a block left out is not computed, an all-dummy table computes nothing.
+    qkv, lens = attn_inputs(lens=[80, 39, 0], seed=8)
+    packed, starts = packed_from_dense(qkv, lens)
+    kern = K.compile_cpu(K.attn_varlen_kernel, AL, AH, ADh)
+    O = torch.full((packed.shape[0], AH * ADh), float("nan"))
+    kern(packed, starts, lens, torch.full((4,), -1, dtype=torch.int32), O)
+    assert torch.isnan(O).all()
+    kern(packed, starts, lens, torch.tensor([1, 2], dtype=torch.int32), O)  # seq 0 block 1, seq 1 block 0
+    ref = ref_attn(qkv, lens, 0)
+    assert torch.isnan(O[:64]).all() and maxerr(O[64:80], ref[0, 64:80]) < TOL
+    assert maxerr(O[80:119], ref[1, :39]) < TOL and torch.isnan(O[119:]).all()
+
+
+def test_varlen_blocks_lists_exactly_the_live_blocks():
+    assert K.varlen_blocks([13, 60, 33], 256, 64).tolist() == [0, 4, 8]  # QB = 4: b * 4 + q
+    assert K.varlen_blocks([130], 256, 64).tolist() == [0, 1, 2]
+    assert K.varlen_blocks([0, 64, 65, 0, 300], 256, 64).tolist() == [4, 8, 9, 16, 17, 18, 19]  # 300 -> L
+    assert K.varlen_blocks([128, 129], 512, 128).tolist() == [0, 4, 5]
+    assert K.varlen_blocks([], 256, 64).dtype == "int32" and len(K.varlen_blocks([0, 0], 256, 64)) == 0
 
 
 def test_rope_positions_cpu_matches_wrapped_rope():

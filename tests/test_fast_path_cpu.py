@@ -130,12 +130,16 @@ def test_reused_plan_buffers_keep_results(agent, fast):
 def test_an_eager_run_computes_only_the_request_not_the_bucket(agent, fast, monkeypatch):
     # Without a graph (always on the CPU; big plans on CUDA) the GEMMs see the request's token rows and
     # attention its sequences, not the plan's bucket: 106 packed tokens (bucket 112) of 3 sequences
-    # (bucket 4), and 3 dense rows of 48 tokens in a 4-row plan.
-    seen = []
+    # (bucket 4), and 3 dense rows of 48 tokens in a 4-row plan.  Packed attention launches the
+    # request's live query blocks only: one each for 13, 60 and 33 tokens at bm = 64.
+    seen, tables = [], []
 
     def spy(kind, kernel):
         def call(*args):
-            seen.append((kind, args[0].shape[0], args[-2].shape[0] if kind == "attn" else None))
+            varlen = len(args) == 5  # (qkv, starts, lens, blocks, out); dense: (qkv, lens, out)
+            seen.append((kind, args[0].shape[0], args[2 if varlen else 1].shape[0] if kind == "attn" else None))
+            if varlen:
+                tables.append(args[3].tolist())
             return kernel(*args)
         return call
 
@@ -149,11 +153,34 @@ def test_an_eager_run_computes_only_the_request_not_the_bucket(agent, fast, monk
         plan = fast.plan(len(lens), max(lens), np.array(lens))
         assert plan.packed == packed and plan.rows == 4 and plan.tokens > tokens
         seen.clear()
+        tables.clear()
         batch = make_batch(lens, 2, seed=sum(lens))
         assert_close_to_eager(agent.model, fast, batch)
         ups = {m for kind, m, _ in seen if kind == "up"}
         attention_rows = {b for kind, _, b in seen if kind == "attn"}
         assert ups == {tokens} and attention_rows == {3}, (lens, seen)
+        qb = MAX_LEN // 64  # query blocks per sequence in an entry b * qb + q
+        assert {tuple(t) for t in tables} == ({(0, qb, 2 * qb)} if packed else set()), tables
+
+
+def test_block_table_holds_the_live_blocks_and_nothing_stale(agent, fast):
+    # A packed plan's block table is sized for its bound (ceil(M / bm) + B entries); each request writes
+    # its sequences' ceil(n / bm) query blocks (b * qb + q) and -1 after them, so a request with fewer
+    # blocks on the same plan leaves none of an earlier one's behind (a graph replay reads them all).
+    first, second = make_batch([130, 65, 100], 2, seed=21), make_batch([64, 64, 64, 100], 2, seed=22)
+    plan = fast.plan(3, 130, np.array([130, 65, 100]))
+    assert plan.packed and plan == fast.plan(4, 100, np.array([64, 64, 64, 100]))
+    bm, qb = 64, MAX_LEN // 64
+    assert fast.attn_bm[m_class(plan.tokens)] == bm  # the CPU kernels' default tiles
+    slot = fast._slot(plan)
+    size = -(-plan.tokens // bm) + plan.rows
+    assert slot.blocks.shape[0] == slot.host_blocks.shape[0] == size
+    with torch.no_grad():
+        for batch, live in ((first, [0, 1, 2, qb, qb + 1, 2 * qb, 2 * qb + 1]),
+                            (second, [0, qb, 2 * qb, 3 * qb, 3 * qb + 1])):
+            assert_close_to_eager(agent.model, fast, batch)
+            assert slot.host_blocks.tolist() == live + [-1] * (size - len(live))
+            assert slot.blocks.tolist() == slot.host_blocks.tolist()  # what the kernels read
 
 
 def test_tile_table_has_a_row_per_class_and_only_residual_gemms_split(fast):
@@ -165,6 +192,10 @@ def test_tile_table_has_a_row_per_class_and_only_residual_gemms_split(fast):
     assert fast.splits[m_class(4096)] == dict.fromkeys(fast.splits[m_class(4096)], 0)
     for per_class in fast.splits:
         assert {name for name, s in per_class.items() if s} <= {"o", "down"}
+    # a class's varlen attention kernels share one block table, so the table's tiles agree on bm
+    # (FastLaya would otherwise fall back to the default tiles for them)
+    assert [t["bm"] for t in GPU_TILES["attn_full"]] == [t["bm"] for t in GPU_TILES["attn_window"]]
+    assert fast.attn_bm == [64] * len(M_CLASSES)  # CPU: the kernels' default tiles
 
 
 def test_bucket_packed_table():
