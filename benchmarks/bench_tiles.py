@@ -57,20 +57,13 @@ SPLIT_TILES = [dict(bm=64, bn=64, bk=128, stages=3, threads=128),
                dict(bm=16, bn=64, bk=128, stages=4, threads=128)]
 SPLITS = (2, 4, 8)
 LARGE_M = 4096  # from here on the large-tile candidates (no split-K: enough thread blocks without it)
-# persistent candidates: one block per SM walking the tiles (tl_kernels._tile_grid)
-SMS = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 0
 LARGE = [dict(bm=128, bn=256, bk=64, stages=3, threads=256),  # the fast path's large tiles so far
-         dict(bm=128, bn=256, bk=64, stages=3, threads=256, workers=SMS),
-         dict(bm=128, bn=128, bk=64, stages=4, threads=256, workers=SMS),
          dict(bm=128, bn=256, bk=64, stages=4, threads=256),
          dict(bm=256, bn=128, bk=64, stages=3, threads=256),
          dict(bm=128, bn=128, bk=64, stages=4, threads=256),
          dict(bm=128, bn=256, bk=32, stages=4, threads=256),
          dict(bm=128, bn=128, bk=64, stages=3, threads=256)]
 GEGLU_LARGE = [dict(bm=128, bn=128, bk=64, stages=3, threads=256),  # "large" so far
-               dict(bm=128, bn=128, bk=64, stages=3, threads=256, workers=SMS),
-               dict(bm=128, bn=128, bk=64, stages=4, threads=256, workers=SMS),
-               dict(bm=128, bn=64, bk=64, stages=4, threads=256, workers=SMS),
                dict(bm=128, bn=128, bk=64, stages=4, threads=256),
                dict(bm=128, bn=64, bk=64, stages=4, threads=256),
                dict(bm=256, bn=64, bk=64, stages=3, threads=256),

@@ -64,11 +64,8 @@ GRAPH_MAX_TOKENS = 4096
 CAPTURE_AFTER = 3
 
 
-ONE_PER_SM = -1  # a table's `workers`: a persistent GEMM with one block per SM of the device
-
-
-def _t(bm, bn, bk, stages, threads, splits=0, workers=0):
-    return dict(bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, splits=splits, workers=workers)
+def _t(bm, bn, bk, stages, threads, splits=0):
+    return dict(bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, splits=splits)
 
 
 # Tiles per token-row class: a plan of M rows uses the first class whose bound holds M.  Measured on the
@@ -83,20 +80,20 @@ GPU_TILES = {
     # N >= 3d: the encoder's and the head's QKV, the head's 4d-wide first FFN layer
     "wide": (_t(16, 64, 128, 4, 128), _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
              _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256), _t(128, 256, 64, 3, 256),
-             _t(128, 256, 64, 3, 256, workers=ONE_PER_SM)),
+             _t(128, 256, 64, 4, 256)),
     "geglu": (_t(16, 64, 128, 3, 128), _t(64, 32, 128, 2, 128), _t(128, 32, 128, 2, 128), _t(128, 64, 64, 3, 256),
               _t(128, 128, 64, 3, 256), _t(128, 128, 64, 3, 256), _t(128, 128, 64, 3, 256),
-              _t(128, 128, 64, 3, 256, workers=ONE_PER_SM)),
+              _t(128, 128, 64, 3, 256)),
     # N = d without split-K: the head's output projections (their output is not summed by add_ln alone)
     "narrow": (_t(64, 32, 128, 3, 128),) * 4 + (_t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
-                                                _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256, workers=ONE_PER_SM)),
+                                                _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
     # the encoder's attention output (K = d) and MLP down-projection (K = ffn), summed by add_ln
     "o": (_t(16, 64, 128, 4, 128, splits=4), _t(32, 64, 128, 4, 128, splits=4), _t(32, 64, 128, 4, 128, splits=2),
           _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128), _t(128, 128, 64, 3, 256),
-          _t(128, 256, 64, 3, 256, workers=ONE_PER_SM)),
+          _t(128, 256, 64, 3, 256)),
     "down": (_t(16, 64, 128, 4, 128, splits=8), _t(32, 64, 128, 4, 128, splits=4), _t(64, 64, 128, 3, 128, splits=4),
              _t(64, 64, 128, 3, 128, splits=2), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
-             _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256, workers=ONE_PER_SM)),
+             _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
     # Row-wise kernels: one row per block for few rows (latency: more blocks, fewer serial steps per
     # thread); the measured large-M optimum otherwise (rope bm=4/128 threads, add_ln the defaults).
     "rope": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=128),),
@@ -332,10 +329,6 @@ class FastLaya:
             cfg = dict(GPU_TILES[kind][c])
             if self.cpu:  # the kernels' default tiles, the table's split-K factor
                 return {"splits": cfg["splits"]} if cfg.get("splits") else {}
-            if cfg.get("workers") == ONE_PER_SM:
-                cfg["workers"] = torch.cuda.get_device_properties(self.device).multi_processor_count
-            elif "workers" in cfg and not cfg["workers"]:
-                del cfg["workers"]  # (the kernels' default: one block per tile)
             return cfg
 
         requests: dict[Any, tuple] = {}
@@ -418,7 +411,7 @@ class FastLaya:
             try:
                 kernels[key] = f(*a, **kw)
             except Exception as e:  # noqa: BLE001 - a tuned tile the compiler rejects: use the defaults
-                tuned = {t: kw.pop(t) for t in ("bm", "bn", "bk", "stages", "threads", "workers") if t in kw}
+                tuned = {t: kw.pop(t) for t in ("bm", "bn", "bk", "stages", "threads") if t in kw}
                 if not tuned:
                     raise
                 self._log(f"kernel {key} with tiles {tuned} failed ({type(e).__name__}); default tiles")

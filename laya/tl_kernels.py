@@ -192,47 +192,6 @@ def _k_loop(bk: int, stages: int):
     return k_loop
 
 
-def _check_workers(workers: int, cpu: bool) -> None:
-    if not isinstance(workers, int) or workers < 0 or (workers and cpu):
-        raise ValueError(f"workers must be 0 (one block per tile) or, on the GPU, a block count > 0 "
-                         f"(a persistent kernel); got {workers!r}{' on the CPU' if cpu else ''}")
-
-
-def _tile_grid(S, M, N, bm: int, bn: int, workers: int, body):
-    """Grid and tile walk of the plain and GEGLU GEMMs: ``(grid, each_tile)``.
-
-    ``workers == 0``: one thread block per (bm, bn) output tile, rasterised in panels for L2 reuse.
-    ``workers > 0``: a persistent kernel of ``workers`` blocks (the SM count: one per SM) that walk the
-    tiles grid-strided.  TileLang's warp specialisation then keeps the TMA producer loading the next
-    tile's operands while the consumers run this tile's epilogue, which a one-tile block cannot
-    overlap (K = 1024 is only 16 steps of 64, so the pipeline fill and the epilogue are a large
-    share of each tile).  ``each_tile(bx, by, *buffers)`` calls the T.macro ``body(*buffers, m0, n0)``
-    for each tile the block owns.
-    """
-    import tilelang.language as T
-
-    if workers == 0:
-        @T.macro
-        def one_tile(bx, by, *buffers):
-            S.swizzle()
-            body(*buffers, by * bm, bx * bn)
-
-        return (T.ceildiv(N, bn), T.ceildiv(M, bm)), one_tile
-
-    m_tiles, n_tiles = T.ceildiv(M, bm), T.ceildiv(N, bn)
-    sched = T.PersistentTileScheduler(m_tiles, n_tiles, num_workers=workers, swizzle_size=8,
-                                      column_major=False, stateful=False)
-
-    @T.macro
-    def walk(bx, by, *buffers):
-        for w in T.serial(T.ceildiv(m_tiles * n_tiles, workers)):
-            mi, ni = sched.coord(w * workers + bx)
-            if mi < m_tiles:
-                body(*buffers, mi * bm, ni * bn)
-
-    return (workers, 1), walk
-
-
 # ----------------------------------------------------------------------------------------------
 # Factory plumbing: one builder -> PrimFunc; the factory compiles and caches it for the GPU,
 # ``get_tir`` exposes the PrimFunc (compile_cpu and the diagnostics compile it for target "c").
@@ -349,17 +308,14 @@ def _gemm_kernel(
     stages=3,
     threads=128,
     dtype="bfloat16",
-    workers=0,
     *,
     cpu=False,
 ):
     """``C[M,N] = act(A[M,K] @ W[N,K]^T (+ Bv[N]))``; kernel args ``(A, W, Bv, C)``.
 
-    ``Bv`` (fp32) is always passed and ignored when ``bias=False``.  Pipelined over K.  ``workers > 0``:
-    a persistent kernel of that many blocks (``_tile_grid``).
+    ``Bv`` (fp32) is always passed and ignored when ``bias=False``.  Pipelined over K.
     """
     _check_dtype(dtype, cpu)
-    _check_workers(workers, cpu)
     if act not in _ACTS:
         raise ValueError(f"act must be one of {_ACTS}, got {act!r}")
     import tilelang.language as T
@@ -368,19 +324,6 @@ def _gemm_kernel(
     M = T.dynamic("m")
     k_loop = _k_loop(bk, stages)
 
-    @T.macro
-    def tile(A, W, Bv, C, A_s, W_s, C_s, acc, m0, n0):
-        k_loop(A, W, A_s, W_s, acc, m0, n0, 0, T.ceildiv(K, bk))
-        for i, j in S.par(bm, bn):
-            x = acc[i, j]
-            if bias:
-                x = x + T.if_then_else(n0 + j < N, Bv[n0 + j], T.cast(0, ACCUM))
-            C_s[i, j] = T.cast(_act(x, act), dtype)
-        # Staging through a tile gives coalesced, bounds-checked stores.
-        T.copy(C_s, C[m0, n0])
-
-    grid, each_tile = _tile_grid(S, M, N, bm, bn, workers, tile)
-
     @T.prim_func
     def gemm(
         A: T.Tensor((M, K), dtype),
@@ -388,13 +331,21 @@ def _gemm_kernel(
         Bv: T.Tensor((N,), "float32"),
         C: T.Tensor((M, N), dtype),
     ):
-        with T.Kernel(*grid, threads=threads) as (bx, by):
+        with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
             S.chain()
             A_s = S.tile((bm, bk), dtype)
             W_s = S.tile((bn, bk), dtype)
             C_s = S.tile((bm, bn), dtype)
             acc = S.acc((bm, bn), ACCUM)
-            each_tile(bx, by, A, W, Bv, C, A_s, W_s, C_s, acc)
+            S.swizzle()
+            k_loop(A, W, A_s, W_s, acc, by * bm, bx * bn, 0, T.ceildiv(K, bk))
+            for i, j in S.par(bm, bn):
+                x = acc[i, j]
+                if bias:
+                    x = x + T.if_then_else(bx * bn + j < N, Bv[bx * bn + j], T.cast(0, ACCUM))
+                C_s[i, j] = T.cast(_act(x, act), dtype)
+            # Staging through a tile gives coalesced, bounds-checked stores.
+            T.copy(C_s, C[by * bm, bx * bn])
 
     return gemm
 
@@ -474,36 +425,15 @@ def _gemm_geglu_kernel(
     stages=2,
     threads=128,
     dtype="bfloat16",
-    workers=0,
     *,
     cpu=False,
 ):
-    """``C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)``; kernel args ``(A[M,K], W[2F,K], C[M,F])``.
-    ``workers > 0``: a persistent kernel of that many blocks (``_tile_grid``)."""
+    """``C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)``; kernel args ``(A[M,K], W[2F,K], C[M,F])``."""
     _check_dtype(dtype, cpu)
-    _check_workers(workers, cpu)
     import tilelang.language as T
 
     S = _Spec(cpu)
     M = T.dynamic("m")
-
-    @T.macro
-    def tile(A, W, C, A_s, Wu_s, Wg_s, C_s, acc_u, acc_g, m0, n0):
-        T.clear(acc_u)
-        T.clear(acc_g)
-        for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
-            T.copy(A[m0, ko * bk], A_s)
-            # A ragged last column tile of the first half reads gate rows; those columns are
-            # >= F and never stored, so no extra predicate is needed.
-            T.copy(W[n0, ko * bk], Wu_s)
-            T.copy(W[F + n0, ko * bk], Wg_s)
-            T.gemm(A_s, Wu_s, acc_u, transpose_B=True)
-            T.gemm(A_s, Wg_s, acc_g, transpose_B=True)
-        for i, j in S.par(bm, bn):
-            C_s[i, j] = T.cast(_gelu(acc_u[i, j]) * acc_g[i, j], dtype)
-        T.copy(C_s, C[m0, n0])
-
-    grid, each_tile = _tile_grid(S, M, F, bm, bn, workers, tile)
 
     @T.prim_func
     def gemm_geglu(
@@ -511,7 +441,7 @@ def _gemm_geglu_kernel(
         W: T.Tensor((2 * F, K), dtype),
         C: T.Tensor((M, F), dtype),
     ):
-        with T.Kernel(*grid, threads=threads) as (bx, by):
+        with T.Kernel(T.ceildiv(F, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
             S.chain()
             A_s = S.tile((bm, bk), dtype)
             Wu_s = S.tile((bn, bk), dtype)  # rows of the activated half
@@ -519,7 +449,20 @@ def _gemm_geglu_kernel(
             C_s = S.tile((bm, bn), dtype)
             acc_u = S.acc((bm, bn), ACCUM)
             acc_g = S.acc((bm, bn), ACCUM)
-            each_tile(bx, by, A, W, C, A_s, Wu_s, Wg_s, C_s, acc_u, acc_g)
+            S.swizzle()
+            T.clear(acc_u)
+            T.clear(acc_g)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, ko * bk], A_s)
+                # A ragged last column tile of the first half reads gate rows; those columns are
+                # >= F and never stored, so no extra predicate is needed.
+                T.copy(W[bx * bn, ko * bk], Wu_s)
+                T.copy(W[F + bx * bn, ko * bk], Wg_s)
+                T.gemm(A_s, Wu_s, acc_u, transpose_B=True)
+                T.gemm(A_s, Wg_s, acc_g, transpose_B=True)
+            for i, j in S.par(bm, bn):
+                C_s[i, j] = T.cast(_gelu(acc_u[i, j]) * acc_g[i, j], dtype)
+            T.copy(C_s, C[by * bm, bx * bn])
 
     return gemm_geglu
 

@@ -94,35 +94,6 @@ def test_gemm_geglu(dt, F, Kd):
     assert err(C, torch.nn.functional.gelu(y[:, :F]) * y[:, F:]) < TOL
 
 
-PERSISTENT_TILES = dict(bm=128, bn=128, bk=64, stages=3, threads=256)
-
-
-@pytest.mark.parametrize("workers", [7, 132])
-@pytest.mark.parametrize("kind", ["gemm", "geglu"])
-def test_persistent_gemms_walk_every_tile(kind, workers):
-    # A persistent kernel (workers > 0 blocks walking the tiles) must cover every output tile exactly
-    # as the one-block-per-tile grid does: 7 workers make each block walk many tiles (ragged M and N
-    # tails included), 132 (the H200's SM count) leaves some blocks idle in the last wave.
-    M, Kd = 1000, 1024
-    A = rnd(M, Kd, seed=21, dtype=torch.bfloat16)
-    if kind == "gemm":
-        N = 1000
-        W = rnd(N, Kd, scale=0.02, seed=22, dtype=torch.bfloat16)
-        b = rnd(N, scale=0.5, seed=23)
-        C = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device=DEV)
-        K.gemm_kernel(N, Kd, bias=True, act="gelu", workers=workers, **PERSISTENT_TILES)(A, W, b, C)
-        ref = torch.nn.functional.gelu(A.float() @ W.float().T + b)
-    else:
-        N = 1000
-        W = rnd(2 * N, Kd, scale=0.02, seed=24, dtype=torch.bfloat16)
-        C = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device=DEV)
-        K.gemm_geglu_kernel(N, Kd, workers=workers, **PERSISTENT_TILES)(A, W, C)
-        y = A.float() @ W.float().T
-        ref = torch.nn.functional.gelu(y[:, :N]) * y[:, N:]
-    assert torch.isfinite(C.float()).all()
-    assert err(C, ref) < TOL
-
-
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("residual,bias", LN_CASES)
 def test_add_ln(dt, residual, bias):

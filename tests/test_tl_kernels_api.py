@@ -13,14 +13,13 @@ K = importlib.import_module("laya.tl_kernels")
 EXPECTED = {
     "gemm_kernel": (
         ["N", "K"],
-        dict(bias=False, act="none", bm=64, bn=128, bk=64, stages=3, threads=128, dtype="bfloat16", workers=0),
+        dict(bias=False, act="none", bm=64, bn=128, bk=64, stages=3, threads=128, dtype="bfloat16"),
     ),
     "gemm_splitk_kernel": (
         ["N", "K", "splits"],
         dict(bias=False, bm=64, bn=64, bk=128, stages=3, threads=128, dtype="bfloat16"),
     ),
-    "gemm_geglu_kernel": (["F", "K"], dict(bm=64, bn=64, bk=64, stages=2, threads=128, dtype="bfloat16",
-                                           workers=0)),
+    "gemm_geglu_kernel": (["F", "K"], dict(bm=64, bn=64, bk=64, stages=2, threads=128, dtype="bfloat16")),
     "add_ln_kernel": (["D"], dict(residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16",
                                   splits=0)),
     "rope_kernel": (["H", "Dh"], dict(bm=32, threads=128, dtype="bfloat16")),
@@ -93,11 +92,6 @@ def test_bad_options_raise():
         K.gemm_kernel.get_tir(64, 64, act="tanh")
     with pytest.raises(ValueError, match="window"):
         K.attn_kernel.get_tir(2, 64, 2, 64, window=-1)
-    # persistent GEMMs (workers > 0) are GPU-only; a negative block count is meaningless
-    with pytest.raises(ValueError, match="workers must be 0 .* got -1"):
-        K.gemm_kernel.get_tir(64, 64, workers=-1)
-    with pytest.raises(ValueError, match="got 8 on the CPU"):
-        K.gemm_geglu_kernel.get_tir(64, 64, workers=8, dtype="float32", cpu=True)
 
 
 def test_no_top_level_tilelang_import():
