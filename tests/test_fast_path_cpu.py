@@ -198,6 +198,28 @@ def test_tile_table_has_a_row_per_class_and_only_residual_gemms_split(fast):
     assert fast.attn_bm == [64] * len(M_CLASSES)  # CPU: the kernels' default tiles
 
 
+def test_varlen_kernels_that_disagree_on_bm_are_rebuilt_with_one_bm(agent, monkeypatch, capsys):
+    # A tuned tile the compiler rejects falls back to the defaults, which may leave a class's varlen
+    # kernels on different query-block sizes; the block table has one bm per class, so FastLaya then
+    # rebuilds all of them with the default tiles.  Simulated: the head's kernel first reports bm=128.
+    real, skewed = FastLaya._bm_of, set()
+
+    def bm_of(request):
+        factory, args, kwargs = request
+        # the decision head's varlen kernel (64-wide heads; the tiny encoder's are 32 wide)
+        if args[2] == fast_module.HEAD_DH and id(kwargs) not in skewed:
+            skewed.add(id(kwargs))
+            return 128
+        return real(request)
+
+    monkeypatch.setattr(FastLaya, "_bm_of", staticmethod(bm_of))
+    rebuilt = FastLaya(agent.model, max_len=MAX_LEN, cpu=True, pad_id=agent.tok.pad_token_id, verbose=True)
+    assert len(skewed) == len(M_CLASSES)
+    assert "varlen attention tiles disagree on bm [64, 128]; default tiles" in capsys.readouterr().err
+    assert rebuilt.attn_bm == [64] * len(M_CLASSES)
+    assert_close_to_eager(agent.model, rebuilt, make_batch([13, 60, 33], 2, seed=3))
+
+
 def test_bucket_packed_table():
     assert [bucket_packed(t) for t in (1, 16, 17, 128, 129, 255, 256, 257, 1000, 4097)] == \
         [16, 16, 32, 128, 144, 256, 256, 288, 1024, 4608]
