@@ -105,6 +105,9 @@ GPU_TILES = {
 }
 
 
+TILE_KEYS = ("bm", "bn", "bk", "stages", "threads")  # a kernel request's tuned tile; without them, its defaults
+
+
 def m_class(tokens: int) -> int:
     """Index into M_CLASSES (and the GPU_TILES rows) of a plan with `tokens` token rows."""
     return next(i for i, bound in enumerate(M_CLASSES) if bound is None or tokens <= bound)
@@ -383,7 +386,7 @@ class FastLaya:
             if len(bms) > 1:
                 self._log(f"class {c}: varlen attention tiles disagree on bm {sorted(bms)}; default tiles")
                 for name in varlen:
-                    for t in ("bm", "bn", "stages", "threads"):
+                    for t in TILE_KEYS:
                         requests[(name, c)][2].pop(t, None)
                 kernels.update(self._compile({(name, c): requests[(name, c)] for name in varlen}))
                 bms = {self._bm_of(requests[(name, c)]) for name in varlen}
@@ -412,7 +415,7 @@ class FastLaya:
             try:
                 kernels[key] = f(*a, **kw)
             except Exception as e:  # noqa: BLE001 - a tuned tile the compiler rejects: use the defaults
-                tuned = {t: kw.pop(t) for t in ("bm", "bn", "bk", "stages", "threads") if t in kw}
+                tuned = {t: kw.pop(t) for t in TILE_KEYS if t in kw}
                 if not tuned:
                     raise
                 self._log(f"kernel {key} with tiles {tuned} failed ({type(e).__name__}); default tiles")
