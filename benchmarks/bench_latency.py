@@ -29,7 +29,7 @@ Answers are compared against eager (or the first backend run): top answer per qu
 the probabilities; noul: P(true) > 0.5), disagreements (all, and where the reference's top-two
 margin is >= 0.05), max |dp| over all answer probabilities and max |d act_probability|.
 
-A per-stage breakdown at case a128 (for every backend, tilelang first in the summary) wraps laya's
+A per-stage breakdown at cases a128 and d (for every backend, tilelang first in the summary) wraps laya's
 own pipeline functions with timers: encode_view (tokenisation), rows_for (rows, per state),
 collate, Agent._infer (H2D copies, forward, D2H copies, act softmax) and Predictor._result
 (decoding); the forward itself is `agent.model.forward` wrapped with torch.cuda.synchronize()
@@ -106,6 +106,9 @@ CASES = (
     Case("d", "64 states x 5 q, ragged 60-500", 64, 5, (60, 500), batch=True),
 )
 
+# One question at ~128 tokens (the latency goal) and the ragged batch (the throughput goal): where their
+# time goes outside the forward.
+BREAKDOWN_CASES = ("a128", "d")
 
 # ---- checkpoint ---------------------------------------------------------------------------------
 
@@ -344,9 +347,9 @@ def breakdown(agent, case: Case, inputs: dict, calls: int) -> dict:
                       "other = total minus those stages (validation, hooks, result assembly)"}
 
 
-def print_breakdown(name: str, b: dict) -> None:
+def print_breakdown(name: str, case: str, b: dict) -> None:
     m = b["median_ms"]
-    print(f"  stage breakdown ({name}, a128, median of {b['calls']} calls, ms): total {m['total']:.3f} = "
+    print(f"  stage breakdown ({name}, {case}, median of {b['calls']} calls, ms): total {m['total']:.3f} = "
           f"tokenise {m['tokenise']:.3f} + rows {m['rows']:.3f} + collate {m['collate']:.3f} + "
           f"forward {m['forward']:.3f} (host until return {m['forward_host']:.3f}) + "
           f"H2D/D2H/act {m['infer_minus_forward']:.3f} + decode {m['decode']:.3f} + other {m['other']:.3f}",
@@ -528,7 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=None, help="warm-up calls per case (default 6; d: 3)")
     parser.add_argument("--case-budget-s", type=float, default=None,
                         help="stop timing a case after this many seconds (at least 3 calls; default 4)")
-    parser.add_argument("--breakdown-calls", type=int, default=None, help="instrumented a128 calls (default 50)")
+    parser.add_argument("--breakdown-calls", type=int, default=None,
+                        help="instrumented calls per breakdown case (default 50; d: at most --batch-repeats)")
     parser.add_argument("--cases", default=",".join(c.key for c in CASES), help="subset of a72,a128,b,c,d")
     parser.add_argument("--json", default=None, help="default benchmarks/results/latency_<gpu-or-cpu>_<date>.json")
     parser.add_argument("--seed", type=int, default=SEED)
@@ -645,13 +649,15 @@ def main(argv: list[str] | None = None) -> int:
                      if c.batch else "")
             print(f"{clock()}   {name:8s} {c.key:5s} p50 {stats['p50_ms']:9.3f} ms  p90 {stats['p90_ms']:9.3f} ms  "
                   f"n={stats['n']:4d}  warm-up {stats['warmup_s']:.1f} s{extra}", flush=True)
-        if "a128" in inputs and "a128" in answers[name]:
+        for case in (c for c in CASES if c.key in BREAKDOWN_CASES and c.key in answers[name]):
+            key = f"breakdown_{case.key}"
             try:
-                rec["breakdown_a128"] = breakdown(agent, CASES[1], inputs["a128"], breakdown_calls)
-                print_breakdown(name, rec["breakdown_a128"])
+                calls = min(breakdown_calls, batch_repeats) if case.batch else breakdown_calls
+                rec[key] = breakdown(agent, case, inputs[case.key], calls)
+                print_breakdown(name, case.key, rec[key])
             except Exception as e:  # noqa: BLE001
-                rec["breakdown_a128"] = {"error": f"{type(e).__name__}: {e}"}
-                print(f"  stage breakdown ({name}) failed: {type(e).__name__}: {e}", flush=True)
+                rec[key] = {"error": f"{type(e).__name__}: {e}"}
+                print(f"  stage breakdown ({name}, {case.key}) failed: {type(e).__name__}: {e}", flush=True)
         rec["plans"] = fast_plans(agent)
         if agent.device.type == "cuda":
             rec["peak_memory_gib"] = round(torch.cuda.max_memory_allocated(agent.device) / 2**30, 2)
@@ -680,9 +686,10 @@ def main(argv: list[str] | None = None) -> int:
         if not rec.get("available"):
             print(f"{name}: unavailable: {rec.get('error', '?').splitlines()[0][:300]}")
     for name in ["tilelang"] + [n for n in backend_names if n != "tilelang"]:
-        b = report["results"].get(name, {}).get("breakdown_a128")
-        if b and "median_ms" in b:
-            print_breakdown(name, b)
+        for case in BREAKDOWN_CASES:
+            b = report["results"].get(name, {}).get(f"breakdown_{case}")
+            if b and "median_ms" in b:
+                print_breakdown(name, case, b)
     goals = goal_lines(report)
     report["elapsed_s"] = round(time.perf_counter() - wall, 1)
     write_json(out, report)
