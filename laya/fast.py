@@ -16,8 +16,9 @@ every run on the CPU) computes only the request's own token rows and sequences, 
 spend nothing on the bucket's dummies.
 
 The residual stream stays fp32 (ModernBERT-large activations reach ~3e4); GEMM operands are 16-bit
-copies made once.  The scorer and act head run in plain torch on the gathered marker rows, exactly as
-the eager model under autocast (`model.decide`).  A request is written into pinned host twins of the
+copies made once.  The scorer's and the act head's Linear layers run in plain torch on the gathered
+marker rows, exactly as the eager model under autocast (`model.decide`); the masking and confidence
+features between them are one kernel (``decide_features_kernel``).  A request is written into pinned host twins of the
 plan's static buffers, goes to the device in copies that open the forward, and its logits come back in
 one copy that closes it: the caller gets host tensors.  On CUDA each plan that recurs (CAPTURE_AFTER
 runs) is captured once into a CUDA graph (encoder and head), with a small second graph per marker count
@@ -47,7 +48,7 @@ import torch.nn.functional as F
 
 from . import tl_kernels as K
 from .backends.base import bucket_rows, bucket_tokens
-from .model import decide, head_heads
+from .model import N_FEATURES, head_heads
 
 HEAD_DH = 64  # the decision head partitions d into 64-wide heads (model.head_heads)
 PACK_RATIO = 1.15  # pack when the dense layout would compute 15% more rows than the real tokens
@@ -106,6 +107,7 @@ GPU_TILES = {
 
 
 TILE_KEYS = ("bm", "bn", "bk", "stages", "threads")  # a kernel request's tuned tile; without them, its defaults
+FEATURES_WIDTH = 64  # option columns the decision step's features kernel is built for up front (wider: on need)
 
 
 def m_class(tokens: int) -> int:
@@ -190,7 +192,6 @@ class _Head:
         self.index = self.static[:b * (k + 1)]
         self.live = self.static[b * (k + 1):].view(b, k)
         self.host_index, self.host_live = h[:b * (k + 1)].reshape(b, k + 1), h[b * (k + 1):].reshape(b, k)
-        self.markers = torch.arange(1, k + 1, device=device).expand(b, k)  # marker j sits at gathered row j
         self.result = torch.zeros(b * (k + n_act), dtype=torch.float32, pin_memory=device.type == "cuda")
         self.host_result = self.result.numpy()
         self.graph: Any = None
@@ -323,6 +324,7 @@ class FastLaya:
         its tests run the same composition as the GPU."""
         d, f = self.d, self.ffn
         dt = "float32" if self.cpu else {torch.bfloat16: "bfloat16", torch.float16: "float16"}[self.dtype]
+        self.kernel_dtype = dt
         ln_eps = self.layers[0]["mlp_norm"].eps if self.layers else 1e-5
         norm_bias = self.layers[0]["mlp_norm"].has_bias if self.layers else False
         enc_bias = self.layers[0]["qkv"].has_bias if self.layers else False
@@ -371,6 +373,7 @@ class FastLaya:
             requests[("h_attn", c)] = (K.attn_kernel, (None, None, self.head_heads, HEAD_DH), dict(window=0, **attn))
             requests[("h_attn_varlen", c)] = (K.attn_varlen_kernel, (self.max_len, self.head_heads, HEAD_DH),
                                               dict(window=0, **attn))
+        requests[("features", None)] = (K.decide_features_kernel, (d,), dict(width=FEATURES_WIDTH))  # every class
         for _, _, kwargs in requests.values():
             kwargs["dtype"] = dt
         start = time.perf_counter()
@@ -394,6 +397,7 @@ class FastLaya:
             self.attn_bm.append(bm)
         self.compile_s = time.perf_counter() - start
         self.sets = [{name: kernels[(name, c)] for name, cc in requests if cc == c} for c in range(len(M_CLASSES))]
+        self.features = {FEATURES_WIDTH: kernels[("features", None)]}
         self.splits = [{name: splits[(name, c)] for name, cc in splits if cc == c} for c in range(len(M_CLASSES))]
         self._log(f"compiled {len({id(k) for k in kernels.values()})} kernels in {self.compile_s:.1f} s")
 
@@ -576,13 +580,30 @@ class FastLaya:
 
     def _decide(self, hidden: torch.Tensor, head: _Head) -> torch.Tensor:
         """Scorer and act head on each bucket row's CLS and marker rows of `hidden`, as the eager model
-        under the agent's autocast (`model.decide`): [logits B x k | act logits B x n_act] fp32.
+        under the agent's autocast (`model.decide`): [logits B x k | act logits B x n_act] fp32.  The
+        masking, the confidence features and the act head's input between the two are one kernel: in torch
+        they were ~20 launches of a few microseconds each, ~40% of this step's GPU time at one question.
         Autocast is explicit (the same numbers whoever calls) and uncached (graph capture needs that)."""
         b, k = head.live.shape
-        rows = hidden.index_select(0, head.index).view(b, k + 1, self.d)
+        rows = hidden.index_select(0, head.index).view(b, k + 1, self.d)  # CLS, then marker j at row j
+        logits = torch.empty(b, k, dtype=torch.float32, device=self.device)
+        act_input = torch.empty(b, self.d + N_FEATURES, dtype=torch.float32, device=self.device)
         with torch.autocast(self.device.type, dtype=self.dtype, enabled=not self.cpu, cache_enabled=False):
-            logits, act = decide(self.decider, rows, head.markers, head.live.bool())
+            scores = self.decider.scorer(rows[:, 1:]).view(b, k)
+            self._features(k)(scores, head.live, rows, logits, act_input)
+            act = self.decider.act_head(act_input)
         return torch.cat([logits.reshape(-1), act.float().reshape(-1)])
+
+    def _features(self, k: int):
+        """The decide_features kernel for k option columns: one per power-of-two width (k is a run-time
+        argument), the common width built with the others, a wider one on first need."""
+        width = max(FEATURES_WIDTH, 1 << (k - 1).bit_length())
+        kernel = self.features.get(width)
+        if kernel is None:
+            (kernel,) = self._compile({width: (K.decide_features_kernel, (self.d,), dict(
+                width=width, dtype=self.kernel_dtype))}).values()
+            self.features[width] = kernel
+        return kernel
 
     def _body(self, plan: Plan, slot: _Slot, extent: tuple[int, int, int] | None = None) -> torch.Tensor:
         """Encoder and decision head over the leading `extent` = (token rows m, sequence rows b, block-table

@@ -1,4 +1,5 @@
-"""The five TileLang kernels of the fast path, with an fp32 scalar CPU specialisation.
+"""The TileLang kernels of the fast path (the spec's five, their variants and the decision tail), with an
+fp32 scalar CPU specialisation.
 
 Each public factory is a pure function of shapes and options and returns a compiled callable that
 writes into caller-owned tensors (nothing is allocated per call):
@@ -10,6 +11,8 @@ writes into caller-owned tensors (nothing is allocated per call):
 * ``rope_kernel``      rotate-half RoPE on the q and k columns of a packed QKV buffer, in place
 * ``attn_kernel``      flash-style bidirectional attention over the packed QKV buffer, key padding by
                        per-sequence length and an optional ``|i - j| <= window`` band
+* ``decide_features_kernel`` the decision tail: masked option logits, their softmax's confidence features
+                       and the act head's input row ``[CLS | top1, top1 - top2, entropy, k / 255]``
 
 The row count M (batch x tokens) is a runtime symbol everywhere; tiles that run past M (or past N, K,
 D, L) are predicated, so no shape has to be a tile multiple.
@@ -45,6 +48,7 @@ __all__ = [
     "attn_kernel",
     "rope_positions_kernel",
     "attn_varlen_kernel",
+    "decide_features_kernel",
     "varlen_blocks",
     "compile_cpu",
     "compile_many",
@@ -58,6 +62,9 @@ ACCUM = "float"  # every accumulation (GEMM, LayerNorm statistics, softmax) is f
 # stays finite (padding rows are read back by the caller, and NaN would poison later layers).
 MASK_NEG = -1e9
 LOG2E = 1.4426950408889634
+# Option columns that are not live get this logit (laya.model.MASKED_LOGIT; pinned equal by a test):
+# finite, and low enough that its softmax probability underflows to exactly 0 next to any live one.
+MASKED_LOGIT = -1e4
 
 # g++ defaults to -O0 under TileLang, which is ~60x slower for the scalar GEMM (toolchain.md).
 CPU_COMPILE_FLAGS = ["-O3", "-march=native", "-ffast-math"]
@@ -849,3 +856,109 @@ def varlen_blocks(lens, L, bm):
     first = np.cumsum(per_seq) - per_seq  # each sequence's first entry
     q = np.arange(seq.shape[0]) - first[seq]
     return (seq * -(-L // bm) + q).astype(np.int32)
+
+
+# ----------------------------------------------------------------------------------------------
+# 6. The decision tail: masked logits, confidence features and the act head's input
+
+
+def _decide_features_kernel(d, width=64, threads=128, dtype="bfloat16", *, cpu=False):
+    """The elementwise/reduction tail of ``laya.model.decide`` in one launch, one thread block per row.
+
+    Kernel args ``(Sc[B, k], Live[B, k] int32, Rows[B, r, d] fp32, Logits[B, k] fp32 (out),
+    ActIn[B, d + 4] fp32 (out))``; ``B``, the option-column count ``k`` (at most ``width``) and ``r`` are
+    runtime symbols, so one compiled kernel serves every question shape.  ``Sc`` holds the raw scorer
+    outputs, ``Live`` is 1 for a live option column and 0 for padding (any nonzero counts as live),
+    ``Rows[:, 0]`` is the CLS row.  Writes ``Logits = Sc.float().masked_fill(~Live, MASKED_LOGIT)`` and
+    ``ActIn = [Rows[:, 0] | top1, top1 - top2, entropy / log(kl), kl / 255]`` with ``p = softmax(Logits)``,
+    ``kl = max(#live, 2)``, ``entropy = -sum p * log(max(p, 1e-9))``, top1/top2 the two largest p
+    counting duplicates (a tie for the max gives top2 == top1) and top2 = 0 when ``k == 1``, as
+    ``laya.model.confidence_features``.  All math in fp32.
+    """
+    _check_dtype(dtype, cpu)
+    if d < 1:
+        raise ValueError(f"d must be >= 1, got {d}")
+    if width < 2 or width & (width - 1):
+        raise ValueError(f"width must be a power of two >= 2 (the widest k served), got {width}")
+    import tilelang.language as T
+
+    S = _Spec(cpu)
+    M, Kc, R = T.dynamic("m"), T.dynamic("k"), T.dynamic("r")
+    # The per-row tiles are `width` wide (a power of two: the GPU's fragment layouts need a width that
+    # divides, or is a multiple of, the thread count) and cover the k live-or-masked columns.  Columns
+    # from k on get a logit far below MASKED_LOGIT (finite: the CPU build is -ffast-math), hence p = 0
+    # exactly: no weight in the softmax, the entropy or the live count, never top1 (> 0) and never above
+    # a real top2 (>= 0).  With k == 1 they also make top2 = 0, the reference's single-column case
+    # (width >= 2 guarantees one such column).
+    kw = width
+    zero, one = T.cast(0, ACCUM), T.cast(1, ACCUM)
+    masked = T.cast(MASKED_LOGIT, ACCUM)
+    pad = T.cast(-1e30, ACCUM)
+
+    @T.prim_func
+    def decide_features(
+        Sc: T.Tensor((M, Kc), dtype),
+        Live: T.Tensor((M, Kc), "int32"),
+        Rows: T.Tensor((M, R, d), "float32"),
+        Logits: T.Tensor((M, Kc), "float32"),
+        ActIn: T.Tensor((M, d + 4), "float32"),
+    ):
+        with T.Kernel(M, threads=threads) as bx:
+            S.chain()
+            x = S.acc((1, kw), ACCUM)  # the logits, then exp(logit - max), then p
+            t = S.acc((1, kw), ACCUM)  # scratch of the reductions
+            live = S.acc((1, kw), ACCUM)
+            mx = S.acc((1,), ACCUM)
+            tot = S.acc((1,), ACCUM)
+            ent = S.acc((1,), ACCUM)
+            kl = S.acc((1,), ACCUM)
+            top1 = S.acc((1,), ACCUM)
+            top2 = S.acc((1,), ACCUM)
+            n_top = S.acc((1,), ACCUM)
+            # The CLS row, by every thread (vectorised on the GPU).
+            for j in S.par(d):
+                ActIn[bx, j] = Rows[bx, 0, j]
+            for i, j in S.par(1, kw):
+                # (if_then_else evaluates only the branch it selects: no read past column k)
+                live[i, j] = T.if_then_else(j < Kc, T.if_then_else(Live[bx, j] != 0, one, zero), zero)
+                x[i, j] = T.if_then_else(
+                    j < Kc, T.if_then_else(Live[bx, j] != 0, T.cast(Sc[bx, j], ACCUM), masked), pad)
+            for i, j in S.par(1, kw):
+                if j < Kc:
+                    Logits[bx, j] = x[i, j]
+            S.row_sum(live, kl, 1, kw)
+            # Softmax: masked columns give exp(MASKED_LOGIT - max) == 0 exactly next to a live one.
+            T.fill(mx, -T.infinity(ACCUM))
+            S.row_max(x, mx, 1, kw)
+            for i, j in S.par(1, kw):
+                x[i, j] = T.exp(x[i, j] - mx[i])
+            S.row_sum(x, tot, 1, kw)
+            for i, j in S.par(1, kw):
+                x[i, j] = x[i, j] / tot[i]
+            for i, j in S.par(1, kw):
+                t[i, j] = x[i, j] * T.log(T.max(x[i, j], T.cast(1e-9, ACCUM)))
+            S.row_sum(t, ent, 1, kw)
+            T.fill(top1, -T.infinity(ACCUM))
+            S.row_max(x, top1, 1, kw)
+            # Second largest counting duplicates: top1 again when the max is shared, else the largest p
+            # below it (p >= 0, so -1 stands for "excluded").
+            for i, j in S.par(1, kw):
+                t[i, j] = T.if_then_else(x[i, j] == top1[i], one, zero)
+            S.row_sum(t, n_top, 1, kw)
+            for i, j in S.par(1, kw):
+                t[i, j] = T.if_then_else(x[i, j] == top1[i], -one, x[i, j])
+            T.fill(top2, -T.infinity(ACCUM))
+            S.row_max(t, top2, 1, kw)
+            for i in S.par(1):
+                top2[i] = T.if_then_else(n_top[i] > 1.5, top1[i], top2[i])
+            for i in S.par(1):
+                kl[i] = T.max(kl[i], T.cast(2, ACCUM))
+                ActIn[bx, d] = top1[i]
+                ActIn[bx, d + 1] = top1[i] - top2[i]
+                ActIn[bx, d + 2] = -ent[i] / T.log(kl[i])
+                ActIn[bx, d + 3] = kl[i] / T.cast(255.0, ACCUM)
+
+    return decide_features
+
+
+decide_features_kernel = _kernel_factory(_decide_features_kernel)

@@ -42,6 +42,9 @@ GEGLU_CASES = [(1152, 768), (2624, 1024)]
 LN_CASES = [(True, False), (True, True), (False, True), (False, False)]
 ATTN_CASES = [(80, 0, True), (200, 64, True), (200, 0, True), (1024, 64, False), (1024, 0, False), (80, 64, False)]
 ATTN_B, ATTN_H, ATTN_DH = 3, 12, 64
+DECIDE_CASES = [(768, 64), (1024, 64), (770, 16)]  # (d, width): 770 a ragged CLS copy, 16 filled by k = 16
+DECIDE_KS = (1, 2, 5, 16)
+TOL_DECIDE = 1e-4  # fast-math exp/log/division
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -60,6 +63,7 @@ def _precompile():
         reqs.append((K.rope_positions_kernel, (12, 64), dict(dtype=dt)))
         reqs += [(K.attn_varlen_kernel, (512, ATTN_H, ATTN_DH), dict(window=w, dtype=dt, **tiles))
                  for w in (0, 64) for tiles in ({}, dict(bm=128, bn=128, stages=2, threads=256))]
+        reqs += [(K.decide_features_kernel, (d,), dict(width=w, dtype=dt)) for d, w in DECIDE_CASES]
     try:
         K.compile_many(reqs)
     except Exception as e:  # the tests then compile lazily, one by one
@@ -213,11 +217,57 @@ def test_rope_positions_matches_wrapped(dt):
     assert torch.equal(shuffled, expected[order])
 
 
+def decide_inputs(B, k, d, dt, seed):
+    """16-bit scores (row 0 all live, row 1 one live column, row 2 a tie for the max, row 6 all
+    masked, elsewhere ~30% masked; masked columns hold scores above the live ones and NaNs), int32
+    masks and fp32 rows, on the GPU."""
+    g = torch.Generator().manual_seed(seed)
+    S = torch.randn(B, k, generator=g) * 3
+    live = (torch.rand(B, k, generator=g) > 0.3).to(torch.int32)
+    live[0] = 1
+    if B > 1:
+        live[1] = 0
+        live[1, k // 2] = 1
+    if B > 2 and k > 1:
+        live[2] = 1
+        a, b = torch.randperm(k, generator=g)[:2].tolist()
+        S[2, a] = S[2, b] = S[2].max() + 0.5
+    if B > 6:
+        live[6] = 0
+    masked = live == 0
+    S[masked] = torch.where(torch.rand(int(masked.sum()), generator=g) < 0.5, 40.0, float("nan"))
+    rows = torch.randn(B, k + 1, d, generator=g)
+    return S.to(dt).to(DEV), live.to(DEV), rows.to(DEV)
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("d,width", DECIDE_CASES)
+@pytest.mark.parametrize("k", DECIDE_KS)
+def test_decide_features(dt, d, width, k):
+    from laya.model import MASKED_LOGIT, confidence_features
+
+    kern = K.decide_features_kernel(d, width=width, dtype=TL[dt])
+    for B in (1, 3, 7):  # one compiled kernel, runtime B and k
+        S, live, rows = decide_inputs(B, k, d, dt, seed=100 * k + B)
+        Lg = torch.full((B, k), float("nan"), device=DEV)
+        A = torch.full((B, d + 4), float("nan"), device=DEV)
+        kern(S, live, rows, Lg, A)
+        ref_logits = S.float().masked_fill(~live.bool(), MASKED_LOGIT)
+        ref_feats = confidence_features(ref_logits, live.bool())
+        assert torch.equal(Lg, ref_logits)  # the 16-bit scores widened exactly, masked columns -1e4
+        assert torch.equal(A[:, :d], rows[:, 0])  # the CLS row, exact
+        assert torch.isfinite(A).all()
+        assert err(A[:, d:], ref_feats) <= TOL_DECIDE
+        if B > 2 and k > 1:
+            assert ref_feats[2, 1] == 0 and A[2, d + 1] == 0  # the tie: top2 == top1
+
+
 def test_gpu_rejects_fp32():
     for call in (
         lambda: K.gemm_kernel(256, 256, dtype="float32"),
         lambda: K.attn_kernel(None, None, 2, 64, dtype="float32"),
         lambda: K.add_ln_kernel(256, dtype="float32"),
+        lambda: K.decide_features_kernel(256, dtype="float32"),
     ):
         with pytest.raises(ValueError, match="dtype"):
             call()

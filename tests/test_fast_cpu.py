@@ -322,6 +322,119 @@ def test_gpu_factories_reject_fp32():
 
 
 # ----------------------------------------------------------------------------------------------
+# the decision tail (masked logits, confidence features, act-head input) against laya.model's own code
+
+DEC_KS = (1, 2, 5, 16)  # against a 16-wide tile: 1, 2 and 5 leave padding columns, 16 fills it
+DEC_BS = (1, 3, 7)
+DEC_D = 72
+DEC_WIDTH = 16
+TOL_DEC = 1e-5
+
+
+def decide_inputs(B, k, d, seed):
+    """Random scores, masks and rows with the rows that matter: row 0 all live, row 1 one live column,
+    row 2 a tie for the max (k > 1), row 6 all masked; elsewhere ~30% masked.  Masked columns hold
+    scores above every live one and a NaN, so a kernel that read them would show it."""
+    g = torch.Generator().manual_seed(seed)
+    S = torch.randn(B, k, generator=g) * 3
+    live = (torch.rand(B, k, generator=g) > 0.3).to(torch.int32)
+    live[0] = 1
+    if B > 1:
+        live[1] = 0
+        live[1, k // 2] = 1
+    if B > 2 and k > 1:
+        live[2] = 1
+        a, b = torch.randperm(k, generator=g)[:2].tolist()
+        S[2, a] = S[2, b] = S[2].max() + 0.5
+    if B > 6:
+        live[6] = 0
+    masked = live == 0
+    S[masked] = torch.where(torch.rand(int(masked.sum()), generator=g) < 0.5, 40.0, float("nan"))
+    rows = torch.randn(B, k + 1, d, generator=g)
+    return S, live, rows
+
+
+def ref_decide(S, live, rows):
+    """(Logits, ActIn) as laya.model.decide computes them (fp32 torch)."""
+    from laya.model import MASKED_LOGIT, confidence_features
+
+    logits = S.float().masked_fill(~live.bool(), MASKED_LOGIT)
+    feats = confidence_features(logits, live.bool())
+    return logits, torch.cat([rows[:, 0].float(), feats], dim=-1)
+
+
+def check_decide(Lg, A, S, live, rows, tol):
+    B, k = S.shape
+    d = rows.shape[-1]
+    ref_logits, ref_act = ref_decide(S, live, rows)
+    assert torch.equal(Lg, ref_logits)  # live scores exact (fp32 copies), masked columns exactly -1e4
+    assert (Lg[live == 0] == K.MASKED_LOGIT).all()
+    assert torch.equal(A[:, :d], rows[:, 0])  # the CLS row, exact
+    assert torch.isfinite(A).all()
+    assert maxerr(A[:, d:], ref_act[:, d:]) <= tol
+    # the inputs really hold the cases they are meant to
+    if B > 1:
+        assert ref_act[1, d] == 1.0  # one live column: top1 = 1
+    if B > 2 and k > 1:
+        assert ref_act[2, d + 1] == 0.0  # tie for the max: top1 - top2 = 0
+        assert A[2, d + 1] == 0.0
+
+
+def test_masked_logit_matches_model():
+    from laya.model import MASKED_LOGIT, N_FEATURES
+
+    assert K.MASKED_LOGIT == MASKED_LOGIT
+    assert N_FEATURES == 4  # ActIn holds d + 4 columns
+
+
+def test_decide_features_cpu():
+    kern = K.compile_cpu(K.decide_features_kernel, DEC_D, width=DEC_WIDTH)
+    for k in DEC_KS:  # k and B are runtime dimensions: one compiled kernel for every shape
+        for B in DEC_BS:
+            S, live, rows = decide_inputs(B, k, DEC_D, seed=SEED + 100 * k + B)
+            Lg = torch.full((B, k), float("nan"))
+            A = torch.full((B, DEC_D + 4), float("nan"))
+            kern(S, live, rows, Lg, A)
+            check_decide(Lg, A, S, live, rows, TOL_DEC)
+
+
+def test_decide_features_cpu_narrowest_tile():
+    # width 2: k = 1 leaves one padding column (its single-column top2 = 0), k = 2 none
+    kern = K.compile_cpu(K.decide_features_kernel, DEC_D, width=2)
+    for k in (1, 2):
+        S, live, rows = decide_inputs(7, k, DEC_D, seed=SEED + k)
+        Lg, A = torch.empty(7, k), torch.empty(7, DEC_D + 4)
+        kern(S, live, rows, Lg, A)
+        check_decide(Lg, A, S, live, rows, TOL_DEC)
+
+
+def test_decide_features_cpu_detects_a_wrong_feature():
+    # The check is sharp: a feature off by 1e-4 (or a wrong tie rule) fails it.
+    S, live, rows = decide_inputs(3, 5, DEC_D, seed=SEED)
+    Lg, A = torch.empty(3, 5), torch.empty(3, DEC_D + 4)
+    K.compile_cpu(K.decide_features_kernel, DEC_D, width=DEC_WIDTH)(S, live, rows, Lg, A)
+    check_decide(Lg, A, S, live, rows, TOL_DEC)
+    bad = A.clone()
+    bad[0, DEC_D + 2] += 1e-4
+    with pytest.raises(AssertionError):
+        check_decide(Lg, bad, S, live, rows, TOL_DEC)
+    bad = A.clone()
+    bad[2, DEC_D + 1] = bad[2, DEC_D]  # top2 = 0 instead of the tied top1
+    with pytest.raises(AssertionError):
+        check_decide(Lg, bad, S, live, rows, TOL_DEC)
+
+
+def test_decide_features_options_are_checked():
+    with pytest.raises(ValueError, match="d must be"):
+        K.decide_features_kernel.get_tir(0)
+    for width in (1, 6, 0):
+        with pytest.raises(ValueError, match="width must be a power of two"):
+            K.decide_features_kernel.get_tir(64, width=width)
+    with pytest.raises(ValueError, match="dtype"):
+        K.decide_features_kernel(64, dtype="float32")
+
+
+# ----------------------------------------------------------------------------------------------
 # CPU specialisation vs GPU kernels on the same (16-bit rounded) inputs
 
 

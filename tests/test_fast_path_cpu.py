@@ -72,6 +72,13 @@ def test_single_row_dense_matches_fp32_eager(agent, fast, length):
     assert_close_to_eager(agent.model, fast, batch)
 
 
+def test_more_option_columns_than_the_prebuilt_features_kernel(agent, fast):
+    # k = 70 > FEATURES_WIDTH: the decision step builds a 128-wide features kernel on first need
+    assert fast_module.FEATURES_WIDTH < 70 and 128 not in fast.features
+    assert_close_to_eager(agent.model, fast, make_batch([150, 90], 70, seed=70))
+    assert 128 in fast.features
+
+
 @pytest.mark.parametrize("lens", [[13, 60, 33, 20, 50], [100, 5, 90], [200, 17]])
 def test_ragged_batch_packed_matches_fp32_eager(agent, fast, lens):
     plan = fast.plan(len(lens), max(lens), np.array(lens))

@@ -27,6 +27,7 @@ EXPECTED = {
         ["B", "L", "H", "Dh"],
         dict(window=0, bm=64, bn=64, stages=1, threads=128, dtype="bfloat16"),
     ),
+    "decide_features_kernel": (["d"], dict(width=64, threads=128, dtype="bfloat16")),
 }
 
 
@@ -72,6 +73,7 @@ def test_gpu_dtypes():
         lambda: K.add_ln_kernel(64, dtype="float32"),
         lambda: K.rope_kernel(2, 64, dtype="float32"),
         lambda: K.attn_kernel(2, 64, 2, 64, dtype="float32"),
+        lambda: K.decide_features_kernel(64, dtype="float32"),
         lambda: K.gemm_kernel(64, 64, dtype="float64", cpu=True),
         lambda: K.gemm_kernel(64, 64, dtype="int8"),
     ],
@@ -92,6 +94,8 @@ def test_bad_options_raise():
         K.gemm_kernel.get_tir(64, 64, act="tanh")
     with pytest.raises(ValueError, match="window"):
         K.attn_kernel.get_tir(2, 64, 2, 64, window=-1)
+    with pytest.raises(ValueError, match="width"):
+        K.decide_features_kernel.get_tir(64, width=48)
 
 
 def test_no_top_level_tilelang_import():
