@@ -11,6 +11,7 @@ pytest.importorskip("tilelang")
 if not torch.cuda.is_available():
     pytest.skip("the TileLang GPU kernels need CUDA", allow_module_level=True)
 
+from _decide_cases import decide_inputs, ref_decide  # noqa: E402
 from laya import tl_kernels as K  # noqa: E402
 
 pytestmark = [pytest.mark.fast_extra, pytest.mark.gpu]
@@ -217,49 +218,24 @@ def test_rope_positions_matches_wrapped(dt):
     assert torch.equal(shuffled, expected[order])
 
 
-def decide_inputs(B, k, d, dt, seed):
-    """16-bit scores (row 0 all live, row 1 one live column, row 2 a tie for the max, row 6 all
-    masked, elsewhere ~30% masked; masked columns hold scores above the live ones and NaNs), int32
-    masks and fp32 rows, on the GPU."""
-    g = torch.Generator().manual_seed(seed)
-    S = torch.randn(B, k, generator=g) * 3
-    live = (torch.rand(B, k, generator=g) > 0.3).to(torch.int32)
-    live[0] = 1
-    if B > 1:
-        live[1] = 0
-        live[1, k // 2] = 1
-    if B > 2 and k > 1:
-        live[2] = 1
-        a, b = torch.randperm(k, generator=g)[:2].tolist()
-        S[2, a] = S[2, b] = S[2].max() + 0.5
-    if B > 6:
-        live[6] = 0
-    masked = live == 0
-    S[masked] = torch.where(torch.rand(int(masked.sum()), generator=g) < 0.5, 40.0, float("nan"))
-    rows = torch.randn(B, k + 1, d, generator=g)
-    return S.to(dt).to(DEV), live.to(DEV), rows.to(DEV)
-
-
 @pytest.mark.parametrize("dt", DTYPES)
 @pytest.mark.parametrize("d,width", DECIDE_CASES)
 @pytest.mark.parametrize("k", DECIDE_KS)
 def test_decide_features(dt, d, width, k):
-    from laya.model import MASKED_LOGIT, confidence_features
-
     kern = K.decide_features_kernel(d, width=width, dtype=TL[dt])
     for B in (1, 3, 7):  # one compiled kernel, runtime B and k
-        S, live, rows = decide_inputs(B, k, d, dt, seed=100 * k + B)
+        S, live, rows = decide_inputs(B, k, d, seed=100 * k + B)
+        S, live, rows = S.to(dt).to(DEV), live.to(DEV), rows.to(DEV)  # 16-bit scores, as the scorer gives
         Lg = torch.full((B, k), float("nan"), device=DEV)
         A = torch.full((B, d + 4), float("nan"), device=DEV)
         kern(S, live, rows, Lg, A)
-        ref_logits = S.float().masked_fill(~live.bool(), MASKED_LOGIT)
-        ref_feats = confidence_features(ref_logits, live.bool())
+        ref_logits, ref_act = ref_decide(S, live, rows)
         assert torch.equal(Lg, ref_logits)  # the 16-bit scores widened exactly, masked columns -1e4
         assert torch.equal(A[:, :d], rows[:, 0])  # the CLS row, exact
         assert torch.isfinite(A).all()
-        assert err(A[:, d:], ref_feats) <= TOL_DECIDE
+        assert err(A[:, d:], ref_act[:, d:]) <= TOL_DECIDE
         if B > 2 and k > 1:
-            assert ref_feats[2, 1] == 0 and A[2, d + 1] == 0  # the tie: top2 == top1
+            assert ref_act[2, d + 1] == 0 and A[2, d + 1] == 0  # the tie: top2 == top1
 
 
 def test_gpu_rejects_fp32():
