@@ -63,7 +63,8 @@ ACCUM = "float"  # every accumulation (GEMM, LayerNorm statistics, softmax) is f
 MASK_NEG = -1e9
 LOG2E = 1.4426950408889634
 # Option columns that are not live get this logit (laya.model.MASKED_LOGIT; pinned equal by a test):
-# finite, and low enough that its softmax probability underflows to exactly 0 next to any live one.
+# finite, and low enough that its softmax probability underflows to exactly 0 next to any live logit above
+# about -9.9e3 (as in the reference, which uses the same value).
 MASKED_LOGIT = -1e4
 
 # g++ defaults to -O0 under TileLang, which is ~60x slower for the scalar GEMM (toolchain.md).
@@ -867,7 +868,8 @@ def _decide_features_kernel(d, width=64, threads=128, dtype="bfloat16", *, cpu=F
 
     Kernel args ``(Sc[B, k], Live[B, k] int32, Rows[B, r, d] fp32, Logits[B, k] fp32 (out),
     ActIn[B, d + 4] fp32 (out))``; ``B``, the option-column count ``k`` (at most ``width``) and ``r`` are
-    runtime symbols, so one compiled kernel serves every question shape.  ``Sc`` holds the raw scorer
+    runtime symbols, so one compiled kernel serves every question shape.  The caller keeps 1 <= k <= width:
+    nothing checks it at run time, and columns past ``width`` would be left unwritten.  ``Sc`` holds the raw scorer
     outputs, ``Live`` is 1 for a live option column and 0 for padding (any nonzero counts as live),
     ``Rows[:, 0]`` is the CLS row.  Writes ``Logits = Sc.float().masked_fill(~Live, MASKED_LOGIT)`` and
     ``ActIn = [Rows[:, 0] | top1, top1 - top2, entropy / log(kl), kl / 255]`` with ``p = softmax(Logits)``,

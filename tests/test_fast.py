@@ -43,8 +43,10 @@ GEGLU_CASES = [(1152, 768), (2624, 1024)]
 LN_CASES = [(True, False), (True, True), (False, True), (False, False)]
 ATTN_CASES = [(80, 0, True), (200, 64, True), (200, 0, True), (1024, 64, False), (1024, 0, False), (80, 64, False)]
 ATTN_B, ATTN_H, ATTN_DH = 3, 12, 64
-DECIDE_CASES = [(768, 64), (1024, 64), (770, 16)]  # (d, width): 770 a ragged CLS copy, 16 filled by k = 16
-DECIDE_KS = (1, 2, 5, 16)
+# (d, width, k): 770 a ragged CLS copy; k = width fills the tile; 128 is the first width wider than the
+# thread count (the fast path builds it for 65-128 option columns)
+DECIDE_CASES = ([(768, 64, k) for k in (1, 2, 5, 16, 64)] + [(770, 16, k) for k in (1, 5, 16)]
+                + [(1024, 128, k) for k in (2, 65, 128)])
 TOL_DECIDE = 1e-4  # fast-math exp/log/division
 
 
@@ -64,7 +66,7 @@ def _precompile():
         reqs.append((K.rope_positions_kernel, (12, 64), dict(dtype=dt)))
         reqs += [(K.attn_varlen_kernel, (512, ATTN_H, ATTN_DH), dict(window=w, dtype=dt, **tiles))
                  for w in (0, 64) for tiles in ({}, dict(bm=128, bn=128, stages=2, threads=256))]
-        reqs += [(K.decide_features_kernel, (d,), dict(width=w, dtype=dt)) for d, w in DECIDE_CASES]
+        reqs += [(K.decide_features_kernel, (d,), dict(width=w, dtype=dt)) for d, w in {c[:2] for c in DECIDE_CASES}]
     try:
         K.compile_many(reqs)
     except Exception as e:  # the tests then compile lazily, one by one
@@ -219,8 +221,7 @@ def test_rope_positions_matches_wrapped(dt):
 
 
 @pytest.mark.parametrize("dt", DTYPES)
-@pytest.mark.parametrize("d,width", DECIDE_CASES)
-@pytest.mark.parametrize("k", DECIDE_KS)
+@pytest.mark.parametrize("d,width,k", DECIDE_CASES)
 def test_decide_features(dt, d, width, k):
     kern = K.decide_features_kernel(d, width=width, dtype=TL[dt])
     for B in (1, 3, 7):  # one compiled kernel, runtime B and k

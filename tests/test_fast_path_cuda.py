@@ -103,7 +103,8 @@ def test_graph_replay_equals_a_plain_run(tiny_checkpoint, fused):
 def test_every_kernel_waits_for_its_predecessor(fused):
     """Programmatic dependent launch is safe only if every TileLang kernel waits (griddepcontrol.wait)
     before it touches tensor memory: a kernel launched early that did not would read unfinished results."""
-    kernels = {id(k): k for kernel_set in fused._fast.sets for k in kernel_set.values()}.values()
+    kernel_sets = (*fused._fast.sets, fused._fast.features)  # the decision step's features kernels too
+    kernels = {id(k): k for kernel_set in kernel_sets for k in kernel_set.values()}.values()
     for kernel in kernels:
         source = kernel.get_kernel_source()
         head = source.index("__global__ void __launch_bounds__")
