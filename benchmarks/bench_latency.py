@@ -34,7 +34,9 @@ own pipeline functions with timers: encode_view (tokenisation), rows_for (rows, 
 collate, Agent._infer (H2D copies, forward, D2H copies, act softmax) and Predictor._result
 (decoding); the forward itself is `agent.model.forward` wrapped with torch.cuda.synchronize()
 before and after (its host-side time until return is recorded too). Approximate: the timers and
-the two extra synchronisations add a few microseconds.
+the two extra synchronisations add a few microseconds. It also records the calling thread's CPU time
+outside the forward (against the wall time there) and the cores the calls started on: when the same code
+runs slower in one process than in another, they tell a descheduled thread from a slow core.
 
 Results: a JSON (default benchmarks/results/latency_<gpu-or-cpu>_<date>.json; written after every
 backend, so a killed run keeps what it measured) and a ratio table printed last, against the
@@ -278,11 +280,13 @@ class StageClock:
 
         def wrapped(*args, **kwargs):
             sync()
+            cpu = time.thread_time()
             t = time.perf_counter()
             out = fn(*args, **kwargs)
             returned = time.perf_counter()
             sync()
             done = time.perf_counter()
+            acc["forward_cpu"] = acc.get("forward_cpu", 0.0) + time.thread_time() - cpu
             acc["forward_host"] = acc.get("forward_host", 0.0) + returned - t
             acc["forward"] = acc.get("forward", 0.0) + done - t
             return out
@@ -318,33 +322,55 @@ class StageClock:
         self._instance_saved.clear()
 
 
+def current_cpu() -> int:
+    """The CPU the calling thread runs on now (Linux; -1 elsewhere): which cores a process's requests ran on
+    is one suspect when the same code's latency differs between processes."""
+    try:
+        with open("/proc/thread-self/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[36])  # field 39, counted after the comm field
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
 def breakdown(agent, case: Case, inputs: dict, calls: int) -> dict:
     call = call_for(agent, case, inputs)
     sync = sync_fn(agent)
     per_call: list[dict] = []
+    cpus: set[int] = set()
     with StageClock(agent) as clock:
         for _ in range(calls):
             clock.acc.clear()
             sync()
+            cpus.add(current_cpu())
+            cpu0 = time.thread_time()
             t0 = time.perf_counter()
             call()
             total = time.perf_counter() - t0
+            cpu_total = time.thread_time() - cpu0
             a = dict(clock.acc)
             row = {k: 1e3 * a.get(k, 0.0) for k in ("tokenise", "rows", "collate", "infer", "forward",
                                                        "forward_host", "decode")}
             row["total"] = 1e3 * total
             row["infer_minus_forward"] = row["infer"] - row["forward"]
             row["other"] = row["total"] - sum(row[k] for k in ("tokenise", "rows", "collate", "infer", "decode"))
+            # The calling thread's CPU time outside the forward, against the wall time outside it: about
+            # equal when the thread ran the whole time (a slow figure then means a slow core), lower when
+            # it was descheduled.
+            row["outside_forward"] = row["total"] - row["forward"]
+            row["outside_forward_cpu"] = 1e3 * (cpu_total - a.get("forward_cpu", 0.0))
             per_call.append(row)
     keys = list(per_call[0])
     return {"calls": calls,
             "median_ms": {k: round(statistics.median(r[k] for r in per_call), 4) for k in keys},
             "mean_ms": {k: round(statistics.fmean(r[k] for r in per_call), 4) for k in keys},
+            "cpus_seen": sorted(c for c in cpus if c >= 0),
             "method": "timers around laya.pipeline.encode_view (tokenise), laya.pipeline.rows_for (rows), "
                       "laya.pipeline.collate (collate), Agent._infer (infer), Predictor._result (decode) and "
                       "agent.model.forward with torch.cuda.synchronize() before and after (forward; forward_host "
                       "= until it returned); infer_minus_forward = H2D copies, D2H copies, act softmax, lock; "
-                      "other = total minus those stages (validation, hooks, result assembly)"}
+                      "other = total minus those stages (validation, hooks, result assembly); outside_forward = "
+                      "total minus forward, outside_forward_cpu = the calling thread's CPU time in it "
+                      "(time.thread_time); cpus_seen = the cores the calls started on"}
 
 
 def print_breakdown(name: str, case: str, b: dict) -> None:
@@ -352,8 +378,9 @@ def print_breakdown(name: str, case: str, b: dict) -> None:
     print(f"  stage breakdown ({name}, {case}, median of {b['calls']} calls, ms): total {m['total']:.3f} = "
           f"tokenise {m['tokenise']:.3f} + rows {m['rows']:.3f} + collate {m['collate']:.3f} + "
           f"forward {m['forward']:.3f} (host until return {m['forward_host']:.3f}) + "
-          f"H2D/D2H/act {m['infer_minus_forward']:.3f} + decode {m['decode']:.3f} + other {m['other']:.3f}",
-          flush=True)
+          f"H2D/D2H/act {m['infer_minus_forward']:.3f} + decode {m['decode']:.3f} + other {m['other']:.3f}; "
+          f"outside the forward {m['outside_forward']:.3f} wall, {m['outside_forward_cpu']:.3f} thread CPU; "
+          f"cores {b.get('cpus_seen')}", flush=True)
 
 
 # ---- agreement ----------------------------------------------------------------------------------
