@@ -373,7 +373,7 @@ class FastLaya:
             requests[("h_attn", c)] = (K.attn_kernel, (None, None, self.head_heads, HEAD_DH), dict(window=0, **attn))
             requests[("h_attn_varlen", c)] = (K.attn_varlen_kernel, (self.max_len, self.head_heads, HEAD_DH),
                                               dict(window=0, **attn))
-        requests[("features", None)] = (K.decide_features_kernel, (d,), dict(width=FEATURES_WIDTH))  # every class
+        requests[("features", None)] = self._features_request(FEATURES_WIDTH)  # one for every class
         for _, _, kwargs in requests.values():
             kwargs["dtype"] = dt
         start = time.perf_counter()
@@ -600,10 +600,13 @@ class FastLaya:
         width = max(FEATURES_WIDTH, 1 << (k - 1).bit_length())
         kernel = self.features.get(width)
         if kernel is None:
-            (kernel,) = self._compile({width: (K.decide_features_kernel, (self.d,), dict(
-                width=width, dtype=self.kernel_dtype))}).values()
+            (kernel,) = self._compile({width: self._features_request(width)}).values()
             self.features[width] = kernel
         return kernel
+
+    def _features_request(self, width: int) -> tuple:
+        """The (factory, args, kwargs) compile request of the features kernel `width` columns wide."""
+        return K.decide_features_kernel, (self.d,), dict(width=width, dtype=self.kernel_dtype)
 
     def _body(self, plan: Plan, slot: _Slot, extent: tuple[int, int, int] | None = None) -> torch.Tensor:
         """Encoder and decision head over the leading `extent` = (token rows m, sequence rows b, block-table
