@@ -21,7 +21,7 @@ from .gate import ReadWriteGate
 from . import backends
 from .compiled import check_compile_mode, compile_model, run_compiled
 from .model import build_model
-from .parallel_layout import require_modernbert
+from .parallel_layout import call_model, require_modernbert
 from .pipeline import DEFAULT_MAX_LEN, Predictor
 from .registry import BUNDLE_REPO, looks_local, resolve_model_spec
 from .sequence import Batch, pad_tokens_to
@@ -343,9 +343,7 @@ class Agent(Predictor):
     def _call_model(self, tensors: tuple, on_cuda: bool) -> tuple:
         if self._compiled:
             return run_compiled(self.model, tensors, on_cuda, mark_steps=self.compile_mode == "reduce-overhead")
-        if len(tensors) > 5:  # the parallel layout's position_ids and option_ids (eager only, checked above)
-            return self.model(*tensors[:5], position_ids=tensors[5], option_ids=tensors[6])
-        return self.model(*tensors)
+        return call_model(self.model, tensors)  # (the parallel layout runs eager only, checked by the caller)
 
     def _infer(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         gate = self._gate

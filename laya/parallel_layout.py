@@ -65,6 +65,14 @@ def parallel_masks(attention_mask: Any, position_ids: Any, option_ids: Any, slid
     return masks
 
 
+def call_model(model: Any, tensors: tuple) -> Any:
+    """`model` on collated tensors: Batch.tensors(), then the parallel layout's position and option ids
+    when the batch has them (passed by name, as DecisionModel.forward takes them)."""
+    if len(tensors) > 5:
+        return model(*tensors[:5], position_ids=tensors[5], option_ids=tensors[6])
+    return model(*tensors)
+
+
 def check_layout(layout: Any, where: str) -> str:
     """The config's option_layout (default sequential); parallel needs transformers >= 5 (dict masks)."""
     layout = "sequential" if layout is None else layout

@@ -28,7 +28,7 @@ import torch
 
 from ..answers import temp_bucket
 from ..calibrate import fit_abstention_thresholds, fit_temperature_map
-from ..parallel_layout import check_layout, require_modernbert
+from ..parallel_layout import call_model, check_layout, require_modernbert
 from ..questions import keeps_tail, render_state
 from ..sequence import Batch, build_row, collate, encode, parallel_ids, scrub_mask, tokenizer_view
 from .data import Example, check_finite, load_examples, with_option_order
@@ -325,17 +325,11 @@ def forward_logits(model, batch, device: torch.device | None = None, dtype: torc
     if device is not None and device.type != "cpu":
         tensors = tuple(t.to(device, non_blocking=True) for t in tensors)
     if dtype is None:
-        logits, _ = _call_model(model, tensors)
+        logits, _ = call_model(model, tensors)
     else:
         with torch.autocast(tensors[0].device.type, dtype=dtype):
-            logits, _ = _call_model(model, tensors)
+            logits, _ = call_model(model, tensors)
     return logits.float()
-
-
-def _call_model(model, tensors: tuple) -> tuple:
-    if len(tensors) > 5:  # the parallel layout's position_ids and option_ids (Agent._call_model's convention)
-        return model(*tensors[:5], position_ids=tensors[5], option_ids=tensors[6])
-    return model(*tensors)
 
 
 def logit_range(logits: torch.Tensor, mask: torch.Tensor) -> float:
