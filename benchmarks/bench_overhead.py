@@ -245,7 +245,6 @@ def forward_clock(agent, method: str = "wrapper"):
             pre.remove()
             post.remove()
         return
-    had_own = "forward" in model.__dict__
     inner = model.forward
 
     def forward(*args, **kwargs):
@@ -254,24 +253,27 @@ def forward_clock(agent, method: str = "wrapper"):
         stamps.append(time.perf_counter())
         return out
 
+    with forward_replaced(model, forward):
+        yield stamps
+
+
+@contextlib.contextmanager
+def forward_replaced(model, forward):
+    """The model's forward attribute (the seam backends use) set to `forward`, and put back after."""
+    had_own, before = "forward" in model.__dict__, model.__dict__.get("forward")
     model.forward = forward
     try:
-        yield stamps
+        yield
     finally:
         if had_own:
-            model.forward = inner
+            model.forward = before
         else:
             del model.forward  # the instance attribute goes; nn.Module's class forward is back
 
 
-@contextlib.contextmanager
 def null_forward(agent, outputs: tuple):
-    """Swap the model's forward (the seam backends use) for one that returns precomputed outputs."""
-    agent.model.forward = lambda *args, **kwargs: outputs
-    try:
-        yield
-    finally:
-        del agent.model.forward  # the instance attribute goes; nn.Module's class forward is back
+    """Swap the model's forward for one that returns precomputed outputs."""
+    return forward_replaced(agent.model, lambda *args, **kwargs: outputs)
 
 
 def fed_tensors(agent, call) -> tuple:
