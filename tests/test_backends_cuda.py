@@ -20,7 +20,7 @@ def logits(agent, states):
     from laya.questions import check_questions
     from laya.sequence import collate
     rows = [r for s in states for r in agent._rows(str(s), False, check_questions(QUESTIONS), 256, 96)[1]]
-    return agent._infer(collate(rows, 0))[0]
+    return np.asarray(agent._infer(collate(rows, 0))[0])  # a host tensor or array
 
 
 def close(agent, reference):

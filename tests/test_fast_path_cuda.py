@@ -44,7 +44,7 @@ STATES = ["I want my money back.", {"message": "The app crashes on login", "tier
 def logits_of(agent, states):
     qs = check_questions(QUESTIONS)
     rows = [r for s in states for r in agent._rows(str(s), False, qs, 256, 96)[1]]
-    return agent._infer(collate(rows, agent.tok.pad_token_id))[0]
+    return np.asarray(agent._infer(collate(rows, agent.tok.pad_token_id))[0])  # a host tensor or array
 
 
 def make_agent(checkpoint, dtype, backend=None):
