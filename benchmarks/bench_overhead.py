@@ -3,8 +3,8 @@
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_overhead.py [--shapes tiny,base] [--repeats N]
         [--states 1,32] [--quick] [--out PATH] [--checkpoint-dir DIR] [--budget-s S] [--profile] [--wait-quiet S]
 
-For each checkpoint shape and for 1 state x 3 questions (`agent.predict`) and 32 states x 3 questions
-(`agent.predict_batch`) it measures, on the CPU:
+For each checkpoint shape and for 1 state x 3 questions (`agent.predict`, each call on the next of 32
+distinct tickets) and 32 states x 3 questions (`agent.predict_batch`) it measures, on the CPU:
 
   A. the issue's comparison, `predict` against the bare model forward, interleaved (forward, predict,
      predict, forward, ...), read two ways:
@@ -81,6 +81,7 @@ from _env import bench_checkpoint, cpu_sample, cpu_share, environment, wait_for_
 TARGET_MS_PER_STATE = 0.5
 BUSY_WARN_PCT = 10  # other load (share of all cores) above which a case's numbers are flagged
 STATE_COUNTS = (1, 32)
+SINGLE_STATE_POOL = 32  # distinct tickets the one-state case's predict calls take in turn
 ALL_SHAPES = ("tiny", "base")
 
 # Three questions, one of each type, shaped like real use: a 5-way routing choice with short
@@ -316,18 +317,40 @@ def iterations_for(cost_ms: float, repeats: int, budget_s: float, floor: int) ->
 
 # ---- the three measurements ---------------------------------------------------------------------
 
+class Requests:
+    """A case's requests, answered in turn, one per call: `predict` on each ticket of a pool of
+    SINGLE_STATE_POOL distinct one-state requests, so consecutive calls read different texts, ids and row
+    widths as a queue's do (laya's per-chunk tokenizer cache holds the pool's rare chunks after the first
+    round, as it would a queue's recurring ones; in one process, after a 64 MB sweep, one repeated ticket
+    and the rotating pool cost the same, 0.670 and 0.681 ms per call, 2026-11-30), or `predict_batch` on
+    the one 32-state request. Each request's collated batch is built up front, outside every timed region,
+    for the bare forward of the same work."""
+
+    def __init__(self, agent, n_states: int, seed: int, questions: dict):
+        pool = SINGLE_STATE_POOL if n_states == 1 else 1
+        states = make_states(n_states * pool, seed=seed + n_states)
+        self.requests = [states[i:i + n_states] for i in range(0, len(states), n_states)]
+        self.batches = [collated_batch(agent, r, questions) for r in self.requests]
+        self.agent, self.questions, self.single = agent, questions, n_states == 1
+        self.turn = 0
+
+    def __call__(self):
+        states = self.requests[self.turn]
+        self.turn = (self.turn + 1) % len(self.requests)
+        if self.single:
+            return self.agent.predict(states[0], self.questions)
+        return self.agent.predict_batch(states, self.questions)
+
+    def next_tensors(self) -> tuple:
+        """The collated tensors of the request the next call answers."""
+        return self.batches[self.turn].tensors()
+
+
 def run_case(agent, shape: str, n_states: int, repeats: int, budget_s: float, seed: int, profile: bool,
              wait_quiet: float = 0.0) -> dict:
-    states = make_states(n_states, seed=seed + n_states)
     questions = QUESTIONS
-    if n_states == 1:
-        state = states[0]
-        candidate = lambda: agent.predict(state, questions)  # noqa: E731
-    else:
-        candidate = lambda: agent.predict_batch(states, questions)  # noqa: E731
-
-    # Built once, outside every timed region.
-    batch = collated_batch(agent, states, questions)
+    candidate = Requests(agent, n_states, seed, questions)
+    batch = candidate.batches[0]
     tensors = batch.tensors()
     dtype = agent.dtype_for(batch.input_ids.shape[0])
 
@@ -335,6 +358,7 @@ def run_case(agent, shape: str, n_states: int, repeats: int, budget_s: float, se
     # These first calls are also the warm-up, and their times size the paired loop (a base-shape
     # forward over 96 rows can take a minute on a small CPU, so no call is wasted there).
     start = time.perf_counter()
+    candidate.turn = 0
     fed, real_answers = fed_tensors(agent, candidate)
     predict_ms = (time.perf_counter() - start) * 1000.0
     assert len(fed) == len(tensors) and all(torch.equal(a, b) for a, b in zip(fed, tensors)), \
@@ -342,12 +366,14 @@ def run_case(agent, shape: str, n_states: int, repeats: int, budget_s: float, se
     start = time.perf_counter()
     outputs = bare_forward(agent, tensors, dtype)
     forward_ms = (time.perf_counter() - start) * 1000.0
-    # Sanity 2: the null forward gives predict the real outputs, so its answers are unchanged.
+    # Sanity 2: the null forward gives predict the real outputs, so its answers are unchanged. (It hands
+    # every pooled request the first one's outputs: the same shapes, so the same decoding work.)
     with null_forward(agent, outputs):
+        candidate.turn = 0
         assert candidate() == real_answers, "the null forward changed predict's answers"
     if forward_ms < 1000.0:  # cheap cases get a few more warm-up calls of each kind
         for _ in range(3):
-            bare_forward(agent, tensors, dtype)
+            bare_forward(agent, candidate.next_tensors(), dtype)
             candidate()
 
     # B and C come first: they take seconds, so they most likely run inside the quiet window that
@@ -363,7 +389,7 @@ def run_case(agent, shape: str, n_states: int, repeats: int, budget_s: float, se
     direct_min_ms = min(direct) / n_states
 
     # C. Where B's time goes, stage by stage.
-    breakdown = stage_breakdown(agent, states, questions, outputs, n_direct)
+    breakdown = stage_breakdown(agent, candidate.requests, questions, outputs, n_direct)
     load_direct = cpu_share(load_before, cpu_sample())
 
     # A. Interleaved: the order flips every iteration, so slow drift (thermal, other tenants) hits the
@@ -387,12 +413,13 @@ def run_case(agent, shape: str, n_states: int, repeats: int, budget_s: float, se
 
     for i in range(n_pairs):
         method = "wrapper" if i % 4 < 2 else "hooks"
+        same_work = candidate.next_tensors()  # the forward of the request this pair's predict answers
         if i % 2 == 0:
-            f = timed(lambda: bare_forward(agent, tensors, dtype))
+            f = timed(lambda: bare_forward(agent, same_work, dtype))
             p = timed_predict(method)
         else:
             p = timed_predict(method)
-            f = timed(lambda: bare_forward(agent, tensors, dtype))
+            f = timed(lambda: bare_forward(agent, same_work, dtype))
         if method == "wrapper":
             fwd.append(f)
             pred.append(p)
@@ -410,14 +437,16 @@ def run_case(agent, shape: str, n_states: int, repeats: int, budget_s: float, se
 
     # A2 can only speak about the target when its noise is well below it.
     resolved = 2.0 * sub_se < TARGET_MS_PER_STATE
-    lengths = [len(r.ids) for r in batch.rows]
-    words = [len(s.split()) for s in states]
+    lengths = [len(r.ids) for b in candidate.batches for r in b.rows]
+    widths = [int(b.input_ids.shape[1]) for b in candidate.batches]
+    words = [len(s.split()) for r in candidate.requests for s in r]
     return {
         "shape": shape,
         "states": n_states,
         "questions": len(questions),
         "call": "predict" if n_states == 1 else "predict_batch",
-        "batch": {"rows": int(batch.input_ids.shape[0]), "width": int(batch.input_ids.shape[1]),
+        "requests": len(candidate.requests),
+        "batch": {"rows": int(batch.input_ids.shape[0]), "width_min": min(widths), "width_max": max(widths),
                   "markers": int(batch.marker_pos.shape[1]), "row_tokens_min": min(lengths),
                   "row_tokens_max": max(lengths), "dtype": str(dtype).replace("torch.", "")},
         "state_words": {"min": min(words), "max": max(words), "mean": statistics.mean(words)},
@@ -447,9 +476,9 @@ def run_case(agent, shape: str, n_states: int, repeats: int, budget_s: float, se
     }
 
 
-def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterations: int) -> dict:
+def stage_breakdown(agent, requests: list, questions: dict, outputs: tuple, iterations: int) -> dict:
     """Median ms per state of each stage, running laya's pipeline functions in the order of
-    Predictor._answer (laya/pipeline.py).
+    Predictor._answer (laya/pipeline.py), on each request (a list of states) in turn.
 
     Mirrors _answer/Agent._run_forward/_result step by step (private helpers on purpose: the
     point is to time the real code; update this when _answer changes). What the direct measurement has on
@@ -468,11 +497,12 @@ def stage_breakdown(agent, states: list, questions: dict, outputs: tuple, iterat
     view = tokenizer_view(tok)
     max_len, head_max_len = limits(agent)
     logits_t, act_logits_t = outputs
-    n = len(states)
+    n = len(requests[0])
     stages: dict[str, list[float]] = {k: [] for k in
                                       ("validate", "question_heads", "tokenise_states", "build_rows",
                                        "collate", "outputs_to_host", "decode")}
-    for _ in range(3 + iterations):
+    for i in range(3 + iterations):
+        states = requests[i % len(requests)]
         t0 = time.perf_counter()
         check_min_confidence(None)
         texts = [render_state(s) for s in states]
