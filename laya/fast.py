@@ -260,6 +260,7 @@ class FastLaya:
             raise ValueError(f"FastLaya's head attention needs d to be a multiple of {HEAD_DH}, got {self.d}")
         self.window = int(getattr(config, "sliding_window", None) or config.local_attention // 2)
         self._lock = threading.RLock()
+        self._features_lock = threading.Lock()  # one build per features width (see _features)
         self._slots: dict[Plan, _Slot] = {}
         self._pool = None
         self.captures = 0
@@ -471,6 +472,7 @@ class FastLaya:
         lens = mask.sum(1, dtype=np.int64)
         # a single row is always dense: its length does not choose the layout
         plan = self.plan(n, length, lens if n > 1 else None)
+        self._features(k)  # a width not built yet compiles here, before the lock: other requests go on meanwhile
         with self._lock, torch.no_grad():
             slot = self._slot(plan)
             head = self._head(plan, slot, k)
@@ -596,12 +598,16 @@ class FastLaya:
 
     def _features(self, k: int):
         """The decide_features kernel for k option columns: one per power-of-two width (k is a run-time
-        argument), the common width built with the others, a wider one on first need."""
+        argument), the common width built with the others, a wider one on first need (by `__call__` before
+        it takes the forward lock: a build takes seconds, and requests of other widths go on meanwhile)."""
         width = max(FEATURES_WIDTH, 1 << (k - 1).bit_length())
         kernel = self.features.get(width)
         if kernel is None:
-            (kernel,) = self._compile({width: self._features_request(width)}).values()
-            self.features[width] = kernel
+            with self._features_lock:  # (requests of built widths never take this lock)
+                kernel = self.features.get(width)
+                if kernel is None:
+                    (kernel,) = self._compile({width: self._features_request(width)}).values()
+                    self.features[width] = kernel
         return kernel
 
     def _features_request(self, width: int) -> tuple:

@@ -20,6 +20,7 @@ if shutil.which("g++") is None and shutil.which("c++") is None:
     pytest.skip("TileLang's C target needs a C++ compiler", allow_module_level=True)
 
 from _compare import assert_same  # noqa: E402
+from _fast_requests import make_batch, run_beside_a_wide_build  # noqa: E402
 from laya import fast as fast_module  # noqa: E402
 from laya.fast import GPU_TILES, M_CLASSES, FastLaya, Plan, bucket_packed, m_class  # noqa: E402
 
@@ -33,24 +34,6 @@ MAX_LEN = 256
 @pytest.fixture(scope="module")
 def fast(agent):
     return FastLaya(agent.model, max_len=MAX_LEN, cpu=True, pad_id=agent.tok.pad_token_id)
-
-
-def make_batch(lens, markers, seed):
-    """Random token rows (ids >= 5: no special tokens) with `markers` sorted marker positions each."""
-    g = torch.Generator().manual_seed(seed)
-    n, width = len(lens), max(lens)
-    ids = torch.zeros(n, width, dtype=torch.long)
-    mask = torch.zeros(n, width, dtype=torch.long)
-    pos = torch.zeros(n, markers, dtype=torch.long)
-    live = torch.zeros(n, markers, dtype=torch.bool)
-    for i, length in enumerate(lens):
-        ids[i, :length] = torch.randint(5, 1000, (length,), generator=g)
-        mask[i, :length] = 1
-        k = min(markers, length - 1) - (i % 2 if n > 1 else 0)  # some rows use fewer marker slots
-        pos[i, :k] = torch.sort(torch.randperm(length - 1, generator=g)[:k] + 1).values
-        live[i, :k] = True
-    qtype = torch.randint(0, 3, (n,), generator=g)
-    return ids, mask, pos, live, qtype
 
 
 def assert_close_to_eager(model, fast, batch):
@@ -77,6 +60,21 @@ def test_more_option_columns_than_the_prebuilt_features_kernel(agent, fast):
     assert fast_module.FEATURES_WIDTH < 70 and 128 not in fast.features
     assert_close_to_eager(agent.model, fast, make_batch([150, 90], 70, seed=70))
     assert 128 in fast.features
+
+
+def test_building_a_wider_features_kernel_does_not_hold_up_other_requests(agent, fast, monkeypatch):
+    # k = 130 needs a 256-wide features kernel: its build must not hold the forward's lock, or every
+    # other request (here one of 3 options) would wait seconds for it
+    assert 256 not in fast.features
+    wide_batch, narrow_batch = make_batch([120, 140], 130, seed=130), make_batch([40], 3, seed=41)
+    results = run_beside_a_wide_build(fast, wide_batch, narrow_batch, monkeypatch)
+    assert 256 in fast.features
+    with torch.no_grad():
+        ref_logits, _ = agent.model(*narrow_batch)
+    assert (results["narrow"][0] - ref_logits).abs().max().item() <= TOL_LOGITS
+    # the wide request's numbers are those of a serial call (the 128-wide kernel's test checks a wide
+    # decision step against eager; rows this long carry up to 2e-4 of fp32 reordering in this model)
+    assert all(torch.equal(a, b) for a, b in zip(results["wide"], results["wide_again"]))
 
 
 @pytest.mark.parametrize("lens", [[13, 60, 33, 20, 50], [100, 5, 90], [200, 17]])

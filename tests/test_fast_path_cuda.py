@@ -22,6 +22,7 @@ if not torch.cuda.is_available():
 
 import laya  # noqa: E402
 from _compare import assert_same  # noqa: E402
+from _fast_requests import make_batch, run_beside_a_wide_build  # noqa: E402
 from laya import backends  # noqa: E402
 from laya import fast as fast_module  # noqa: E402
 from laya.device import Precision  # noqa: E402
@@ -177,6 +178,21 @@ def test_concurrent_first_requests_while_plans_are_captured(tiny_checkpoint):
         want = agent.predict_batch(batches[(i + r) % len(batches)], QUESTIONS)
         for a, b in zip(want, got):
             assert_same(a, b, tol=0.0)
+
+
+def test_building_a_wider_features_kernel_does_not_hold_up_other_requests(fused, monkeypatch):
+    # k = 130 builds a 256-wide features kernel (nvcc, seconds) on first need, outside the forward's lock:
+    # a 3-option request runs meanwhile; graph replays equal plain runs, so both match serial calls bitwise
+    fast = fused.backend_object.fast
+    assert 256 not in fast.features
+    wide_batch, narrow_batch = make_batch([120, 140], 130, seed=130), make_batch([40], 3, seed=41)
+    results = run_beside_a_wide_build(fast, wide_batch, narrow_batch, monkeypatch)
+    assert 256 in fast.features
+    with torch.no_grad():
+        narrow_again = fast(*narrow_batch)
+    for got, want in ((results["narrow"], narrow_again), (results["wide"], results["wide_again"])):
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+        assert all(torch.isfinite(t).all() for t in got)
 
 
 def test_request_longer_than_the_fast_path_is_refused(fused):
