@@ -68,6 +68,9 @@ LOG2E = 1.4426950408889634
 MASKED_LOGIT = -1e4
 
 # g++ defaults to -O0 under TileLang, which is ~60x slower for the scalar GEMM (toolchain.md).
+# -ffast-math lets the compiler assume no infinities: running maxima therefore start from the lowest
+# finite float (T.min_value), never -inf. They only ever take finite values, so the results are the same
+# as from -inf, on the GPU too: exp2(lowest - m) is 0 as exp2(-inf) was.
 CPU_COMPILE_FLAGS = ["-O3", "-march=native", "-ffast-math"]
 _ACTS = ("none", "gelu", "relu")
 
@@ -702,7 +705,7 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen)
         T.copy(QKV[base + q0 : base + q0 + bm, 0, by, :], Q_s)
         T.clear(o)
         T.clear(l_sum)
-        T.fill(m, -T.infinity(ACCUM))
+        T.fill(m, T.min_value(ACCUM))
         for kb in T.Pipelined(lo, T.max(hi, lo), num_stages=stages):
             T.copy(QKV[base + kb * bn : base + kb * bn + bn, 1, by, :], K_s)
             T.copy(QKV[base + kb * bn : base + kb * bn + bn, 2, by, :], V_s)
@@ -930,7 +933,7 @@ def _decide_features_kernel(d, width=64, threads=128, dtype="bfloat16", *, cpu=F
                     Logits[bx, j] = x[i, j]
             S.row_sum(live, kl, 1, kw)
             # Softmax: masked columns give exp(MASKED_LOGIT - max) == 0 exactly next to a live one.
-            T.fill(mx, -T.infinity(ACCUM))
+            T.fill(mx, T.min_value(ACCUM))
             S.row_max(x, mx, 1, kw)
             for i, j in S.par(1, kw):
                 x[i, j] = T.exp(x[i, j] - mx[i])
@@ -940,7 +943,7 @@ def _decide_features_kernel(d, width=64, threads=128, dtype="bfloat16", *, cpu=F
             for i, j in S.par(1, kw):
                 t[i, j] = x[i, j] * T.log(T.max(x[i, j], T.cast(1e-9, ACCUM)))
             S.row_sum(t, ent, 1, kw)
-            T.fill(top1, -T.infinity(ACCUM))
+            T.fill(top1, T.min_value(ACCUM))
             S.row_max(x, top1, 1, kw)
             # Second largest counting duplicates: top1 again when the max is shared, else the largest p
             # below it (p >= 0, so -1 stands for "excluded").
@@ -949,7 +952,7 @@ def _decide_features_kernel(d, width=64, threads=128, dtype="bfloat16", *, cpu=F
             S.row_sum(t, n_top, 1, kw)
             for i, j in S.par(1, kw):
                 t[i, j] = T.if_then_else(x[i, j] == top1[i], -one, x[i, j])
-            T.fill(top2, -T.infinity(ACCUM))
+            T.fill(top2, T.min_value(ACCUM))
             S.row_max(t, top2, 1, kw)
             for i in S.par(1):
                 top2[i] = T.if_then_else(n_top[i] > 1.5, top1[i], top2[i])
