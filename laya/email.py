@@ -1,223 +1,235 @@
 """Email helpers (torch-free): clean a plain-text email body and build the state `email_questions` reads.
 
     from laya import email_questions, email_state
-    agent.predict(email_state(subject="Invoice", body=raw_text, sender="a@b.com"), email_questions())
+    agent.predict(email_state("Invoice", raw_text, sender="a@b.com"), email_questions())
 
-`clean_email_body` removes what is not the writer's new message - quoted replies, attribution lines,
-forwarding headers, signatures, mobile footers - and tidies whitespace. It is a fixed set of line rules
-(listed on the function), deterministic, with no language model and no HTML parsing: pass plain text.
+`clean_email_body` keeps the writer's new message: it cuts the quoted thread, the signature, mobile
+footers and confidentiality disclaimers with fixed line rules (listed on the function) and tidies
+whitespace. No language model, no HTML parsing: pass plain text.
 """
 
 from __future__ import annotations
 
+import operator
 import re
+import unicodedata
 from typing import Any
 
-__all__ = ["clean_email_body", "email_state"]
+from .presets import email_questions
 
-# a header line of a forwarded / quoted message ("From: Ann <a@b.com>", "Sent: Monday ...")
-_HEADER = re.compile(r"^\s*(from|sent|date|to|cc|bcc|subject|reply-to)\s*:", re.IGNORECASE)
-# forwarding markers: Gmail / Thunderbird "---------- Forwarded message ---------", Apple Mail
-# "Begin forwarded message:" (Outlook's "____" rule before a header block is handled as a reply: _ORIGINAL)
-_FORWARD = re.compile(r"^\s*(-{2,}\s*(original\s+)?forwarded message\s*-*|begin forwarded message\s*:?|"
-                      r"-{2,}\s*weitergeleitete nachricht\s*-*|-{2,}\s*message transf[ée]r[ée]\s*-*)\s*$",
-                      re.IGNORECASE)
-# Outlook's reply separator; everything after it is the earlier thread
-_ORIGINAL = re.compile(r"^\s*(-{2,}\s*original message\s*-{2,}|-{2,}\s*urspr[üu]ngliche nachricht\s*-{2,}|"
-                       r"_{20,})\s*$", re.IGNORECASE)
-# reply attribution: "On Mon, 3 Jun 2024 at 10:00, Ann <a@b.com> wrote:" and a few translations
-_WROTE_END = re.compile(r"(wrote|schrieb|a [ée]crit|escribi[óo]|schreef|ha scritto|skrev)\s*:\s*$", re.IGNORECASE)
-_WROTE_START = re.compile(r"^\s*(on|am|le|el|op|il|den|w dniu)\s", re.IGNORECASE)
-# the signature delimiter of RFC 3676 ("-- "), also without its trailing space as many clients send it
-_SIG_DELIM = re.compile(r"^-- ?$")
-# a closing line on its own: the signature block starts here
-_SIGN_OFF = re.compile(
-    r"^\s*(best|best regards|best wishes|kind regards|warm regards|warmest regards|regards|many thanks|"
-    r"thanks|thanks again|thanks so much|thanks in advance|thank you|thank you so much|cheers|sincerely|"
-    r"sincerely yours|yours sincerely|yours truly|yours|all the best|with thanks|take care|"
-    r"mit freundlichen gr[üu](ß|ss)en|(viele |beste |liebe )?gr[üu](ß|ss)e|"
-    r"cordialement|bien cordialement|bien [àa] vous|saludos|un saludo|atentamente|cordiali saluti|"
-    r"met vriendelijke groet|groeten)\s*[,.!]*\s*$", re.IGNORECASE)
-SIGNATURE_MAX_LINES = 6  # a sign-off counts only when at most this many non-empty lines follow it
-# client footers, removed wherever they stand
-_FOOTER = re.compile(r"^\s*(sent from my \w[\w -]*|sent from (outlook|mail) for \w+|get outlook for \w+|"
-                     r"sent from yahoo mail.*|von meinem \w+ gesendet|envoy[ée] de mon \w+)\s*\.?\s*$",
-                     re.IGNORECASE)
-_INVISIBLE = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"), None)
+__all__ = ["clean_email_body", "email_questions", "email_state"]
+
+_I = re.IGNORECASE
+
+# ---- step 3: quote headers (the start of the earlier thread) ----------------------------------------
+_ATTRIBUTION = re.compile(r"^\s*on\s.*\bwrote\s*:\s*$", _I)
+_ATTRIBUTION_WITH_DATE = re.compile(  # these three count only on a line with a digit (a date)
+    r"^\s*(em\s.*\bescreveu|el\s.*\bescribi[óo]|le\s.*\ba [ée]crit\s?)\s*:\s*$", _I)
+_SEPARATOR = re.compile(
+    r"^\s*(-{2,}\s*(original|forwarded) message\s*-{2,}|"
+    r"-{2,}\s*(mensagem original|mensagem encaminhada|mensaje original|mensaje reenviado|message d['’]origine)"
+    r"\s*-{2,}|_{8,})\s*$", _I)
+_FROM = re.compile(r"^\s*(from|de)\s?:", _I)
+_SENT_NEXT = re.compile(r"^\s*(sent|enviad[oa](\s+(em|el))?|envoy[ée](\s+le)?)\s*:", _I)
+_DATE_NEXT = re.compile(r"^\s*(data|fecha|date)\s*:.*(?<!\d)\d{4}(?!\d)", _I)
+_WRAPPED_TAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)*[>\])\"']*\s*(wrote|escreveu|escribi[óo]|a [ée]crit\s?)\s*:\s*$", _I)
+_ATTRIBUTION_HEAD = re.compile(r"^\s*(on|em|el|le)\s", _I)
+
+# ---- step 4: signatures and device footers ---------------------------------------------------------
+_CLOSING_EN = re.compile(
+    r"^(best|kind|warmest|warm|many thanks|thanks|thank you|regards|cheers|sincerely)"
+    r"(\s+(and regards|& regards|regards|wishes|again|in advance|a lot|so much|very much))?(?![\w])", _I)
+_CLOSING_ROMANCE = re.compile(
+    r"^(atenciosamente|att|abraços?|abs|um abraço|cordialmente|grat[oa]|"
+    r"(muito\s+)?obrigad[oa]s?(\s+(desde já|pela atenção))?|(com os melhores\s+)?cumprimentos|saudações|"
+    r"(un\s+)?saludos?(\s+cordiales)?|atentamente|(muchas\s+)?gracias(\s+de antemano)?|(bien\s+)?cordialement|"
+    r"salutations(\s+distinguées)?|bien à vous|merci(\s+d['’]avance)?|bonne journée)[,!.]*$", _I)
+_NAME_TOKEN_START = ("Lu", "Lt", "Lo")
+_FOOTER_HEAD = re.compile(
+    r"^(sent from(\s+my)?|enviado\s+(do|pelo|pela|via|desde|a partir do)(\s+(meu|minha|mi))?|"
+    r"envoy[ée]\s+(depuis|de)(\s+(mon|ma|mes))?)\s+(?P<rest>.+?)[.!]*$", _I)
+_DEVICE_WORDS = frozenset("iphone ipad android ios mobile celular telemóvel móvil galaxy smartphone samsung tablet "
+                          "outlook yahoo mail e-mail email gmail windows".split())
+_FOOTER_FILLERS = frozenset("para for no na phone device pro max mini plus".split())
+_GET_OUTLOOK = re.compile(r"^(get outlook for (ios|android)|obter o outlook para \S+)[.!]*$", _I)
+
+# ---- step 5: disclaimer phrases ("..." = a short run without a period) ----------------------------
+_DISCLAIMER = re.compile("|".join((
+    r"\b(e-?mail|message|information|communication|transmission|content)s?\b[^.]{0,80}\bconfidential\b[^.]{0,80}"
+    r"\b(intended|solely|addressee|recipient|privileged|disclos|unauthori[sz]ed)",
+    r"\bconfidential\b[^.]{0,60}\band\s+(may|is)\s+(also\s+)?(be\s+)?privileged",
+    r"\bif you (have\s+)?received this (e-?mail|message) in error",
+    r"\b(esta|este)\s+(mensagem|e-?mail|mensaje|correo)\b[^.]{0,80}(confidencia|sigilos|privilegiad)",
+    r"\buso\s+(exclusivo|exclusivamente|únicamente)\b[^.]{0,60}(destinatári|destinatario|pessoa|persona|entidad)",
+    r"\b(recebeu|recebido|receber)\s+(esta|este)\s+(mensagem|e-?mail)\b[^.]{0,30}por\s+(engano|erro)",
+    r"\b(ha recibido|recibió|recibe)\s+(este|esta)\s+(mensaje|correo)\b[^.]{0,30}por\s+error",
+    r"\bantes de imprimir\b[^.]{0,80}(meio ambiente|medio ambiente|natureza|planeta|realmente necess)",
+    r"\b(meio|medio) ambiente\b[^.]{0,80}antes de imprimir",
+    r"\b(ce|cet|cette)\s+(message|e-?mail|mail|courriel)\b[^.]{0,80}(confidentiel|privilégi)",
+    r"\bavez reçu\s+(ce|cet|cette)\s+(message|e-?mail|mail)\b[^.]{0,30}par erreur",
+    r"\busage\s+(exclusif|exclusivement|uniquement)\b[^.]{0,60}destinataire",
+)), _I)
 
 
-def _header_block_end(lines: list[str], start: int) -> int:
-    """Index after the header lines starting at `start` (blank lines before them skipped)."""
-    i = start
-    while i < len(lines) and not lines[i].strip():
-        i += 1
-    j = i
-    while j < len(lines) and _HEADER.match(lines[j]):
-        j += 1
-    return j if j > i else start
-
-
-def _is_reply_header(lines: list[str], i: int) -> bool:
-    """An Outlook-style quoted header: "From:" followed within 4 lines by "Sent:"/"Date:" and "To:"/"Subject:"."""
-    if not re.match(r"^\s*from\s*:", lines[i], re.IGNORECASE):
-        return False
-    names = {m.group(1).lower() for line in lines[i + 1:i + 5] if (m := _HEADER.match(line))}
-    return bool(names & {"sent", "date"}) and bool(names & {"to", "subject"})
-
-
-def _attribution(lines: list[str], i: int) -> int:
-    """How many lines (0, 1 or 2) an "On ... wrote:" attribution starting at line i takes."""
+def _is_quote_header(lines: list[str], i: int) -> bool:
+    """Whether line i starts the quoted thread (the caller asks only once a line has been kept)."""
     line = lines[i]
-    if not _WROTE_START.match(line):
-        return 0
-    if _WROTE_END.search(line):
-        return 1
-    if i + 1 < len(lines) and _WROTE_END.search(lines[i + 1]) and len(line) + len(lines[i + 1]) < 300:
-        return 2  # clients wrap a long attribution ("... Ann Lee <\nann@example.com> wrote:")
-    return 0
+    if _ATTRIBUTION.match(line) or _SEPARATOR.match(line):
+        return True
+    if _ATTRIBUTION_WITH_DATE.match(line) and any(c.isdigit() for c in line):
+        return True
+    if _FROM.match(line):
+        if "@" in line or "<" in line:
+            return True
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        return bool(_SENT_NEXT.match(following) or _DATE_NEXT.match(following))
+    return False
 
 
-def _clean_segment(lines: list[str]) -> list[str]:
-    """Quotes, attributions, footers and the signature out of one message (a forward is its own)."""
+def _wrapped_tail(line: str) -> bool:
+    """The second half of an attribution a client wrapped: `... ann@example.com> wrote:`."""
+    return len(line) <= 120 and bool(_WRAPPED_TAIL.search(line))
+
+
+def _scan_lines(text: str) -> list[str]:
+    """Step 3: lines up to the quoted thread, `>` lines skipped."""
+    lines = [line.rstrip() for line in text.split("\n")]
     kept: list[str] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.lstrip().startswith(">"):  # quoted text of an earlier message
-            i += 1
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith(">"):
             continue
-        n = _attribution(lines, i)
-        if n:
-            i += n
-            continue
-        if _FOOTER.match(line):
-            i += 1
-            continue
+        if kept and _is_quote_header(lines, i):
+            break
+        if kept and _wrapped_tail(line):
+            head = kept[-1]
+            if _ATTRIBUTION_HEAD.match(head) and any(c.isdigit() for c in head):
+                kept.pop()
+            break
         kept.append(line)
-        i += 1
-    for j, line in enumerate(kept):  # "-- " delimiter: the rest is the signature
-        if _SIG_DELIM.match(line):
-            kept = kept[:j]
-            break
-    # A closing line ("Best," "Thanks!") with something written above it and only signature-like lines
-    # below: the LAST such line, so an early "Thanks!" before the actual request never cuts the request.
-    for j in range(len(kept) - 1, -1, -1):
-        if _SIGN_OFF.match(kept[j]) and any(x.strip() for x in kept[:j]):
-            below = [x for x in kept[j + 1:] if x.strip()]
-            if len(below) <= SIGNATURE_MAX_LINES and not any(_is_sentence(x) for x in below):
-                kept = kept[:j]
-            break
     return kept
 
 
-def _is_sentence(line: str) -> bool:
-    """Prose rather than a signature line (name, title, company, phone): many words, or a few words
-    ending like a sentence."""
-    words = line.split()
-    return len(words) >= 7 or (len(words) >= 4 and line.rstrip()[-1:] in ".?!")
+def _is_name_token(token: str) -> bool:
+    """A name after a closing: starts with an uppercase, titlecase or caseless letter."""
+    for j, ch in enumerate(token):
+        category = unicodedata.category(ch)
+        if category.startswith("M") and j > 0:
+            continue  # a combining mark is judged by the letter it rides on (already seen)
+        return category in _NAME_TOKEN_START
+    return False
 
 
-def _tidy(lines: list[str]) -> str:
-    out: list[str] = []
-    for line in lines:
-        line = re.sub(r"[ \t\f\v]+", " ", line).strip()
-        if line or (out and out[-1]):  # at most one blank line in a row
-            out.append(line)
-    while out and not out[-1]:
-        out.pop()
-    return "\n".join(out)
+def _is_sign_off(line: str) -> bool:
+    if line == "--" or _CLOSING_ROMANCE.match(line):
+        return True
+    m = _CLOSING_EN.match(line)
+    if not m:
+        return False
+    names = [t for t in re.split(r"[\s,;:.!?]+", line[m.end():]) if t]
+    return len(names) <= 3 and all(_is_name_token(t) for t in names)
 
 
-def clean_email_body(text: str) -> str:
-    """The writer's own message from a plain-text email body.
-
-    Rules, applied in this order (same input, same output):
-      1. Line breaks become "\\n"; non-breaking spaces become spaces; zero-width characters go.
-      2. Outlook's earlier thread: from a "-----Original Message-----" line (or the rule of 20+
-         underscores Outlook draws), or from a quoted header block ("From:" with "Sent:"/"Date:" and
-         "To:"/"Subject:" in the next 4 lines) that has text above it, everything to the end is removed.
-      3. Forwards: a forwarding marker ("---------- Forwarded message ---------", "Begin forwarded
-         message:") and the header lines after it (From/Sent/Date/To/Cc/Bcc/Subject/Reply-To) are
-         removed; the forwarded text is kept, as its own message for rules 4-7. A header block at the very
-         start of the body (a pasted message) is removed the same way
-         (when it has at least 2 header lines: one "To: ..." line opening a message is text).
-      4. Quoted lines - first non-blank character ">" - are removed.
-      5. Attribution lines ("On <date>, <name> wrote:", also wrapped over two lines, and the German,
-         French, Spanish, Dutch, Italian and Scandinavian forms) are removed.
-      6. Client footers ("Sent from my iPhone", "Get Outlook for iOS", ...) are removed.
-      7. Signatures: from a "-- " (or "--") line to the end of that message; else from a closing line on
-         its own ("Best regards,", "Thanks!", "Cheers", "Mit freundlichen Grüßen", ...) that has text above
-         it and at most `SIGNATURE_MAX_LINES` non-empty lines (name, title, phone) after it.
-      8. Whitespace: runs of spaces/tabs become one space, lines are stripped, at most one blank line in
-         a row, no blank lines at either end.
-    Nothing inside a line is rewritten beyond whitespace. When the rules would leave nothing (a message
-    that is all quote or all signature), the whitespace-tidied original is returned instead, so a state
-    never loses all of its text.
-    """
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
-    if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
-    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\u00a0", " ").translate(_INVISIBLE)
-    lines = text.split("\n")
-    # rule 2: cut the earlier thread
-    for i, line in enumerate(lines):
-        separator = bool(_ORIGINAL.match(line))
-        if not separator and not _is_reply_header(lines, i):
+def _is_device_footer(line: str) -> bool:
+    if _GET_OUTLOOK.match(line):
+        return True
+    m = _FOOTER_HEAD.match(line)
+    if not m:
+        return False
+    words = m.group("rest").lower().split()
+    if not words or words[0] not in _DEVICE_WORDS:
+        return False
+    i = 1
+    while i < len(words):
+        word = words[i]
+        if word == "using" and i + 1 < len(words):
+            i += 2  # "using <app>"
             continue
-        above = [x for x in lines[:i] if x.strip()]
-        if not separator and above and _FORWARD.match(above[-1]):
-            continue  # a forwarded message's own header block: rule 3 removes it
-        if above:
-            lines = lines[:i]
-            break
-        if separator:  # nothing above it: drop the separator, keep the message below
-            lines = lines[i + 1:]
-            break
-    # rule 3: split into messages at forwarding markers, dropping the markers and their header lines
-    segments: list[list[str]] = []
-    current: list[str] = []
-    i = _header_block_end(lines, 0)
-    if i - sum(1 for x in lines[:i] if not x.strip()) < 2:
-        i = 0  # one "To: ..." line opening a message is text, not a pasted header block
-    while i < len(lines):
-        if _FORWARD.match(lines[i]):
-            segments.append(current)
-            current = []
-            i = _header_block_end(lines, i + 1)
-            continue
-        current.append(lines[i])
+        if word not in _DEVICE_WORDS and word not in _FOOTER_FILLERS and not word.isdigit():
+            return False
         i += 1
-    segments.append(current)
-    cleaned = [_tidy(_clean_segment(seg)) for seg in segments]
-    body = "\n\n".join(s for s in cleaned if s)
-    return body if body else _tidy(text.split("\n"))
+    return True
 
 
-def email_state(subject: str | None = None, body: str | None = None, sender: str | None = None, *,
-                to: Any = None, clean: bool = True) -> dict:
-    """The state `email_questions()` reads: a dict with `body` (always) and `subject`, `sender`, `to`
-    only when given. Key order puts the short fields first (`sender`, `to`, `subject`, `body`), so a
-    long body is what truncation cuts. `body` is passed through `clean_email_body` unless
-    `clean=False`; `to` is a string or a list of addresses (joined with ", ")."""
-    for value, name in ((subject, "subject"), (sender, "sender")):
-        if value is not None and not isinstance(value, str):
-            raise TypeError(f"{name} must be a str or None, got {type(value).__name__}")
+def _cut_signature(kept: list[str]) -> list[str]:
+    """Step 4: from the first sign-off or device footer in the lower part of the message, drop the rest."""
+    n = len(kept)
+    for i in range(max(1, min(int(0.6 * n), n - 8)), n):
+        line = kept[i].strip()
+        if (len(line) <= 40 and _is_sign_off(line)) or (len(line) <= 60 and _is_device_footer(line)):
+            return kept[:i]
+    return kept
+
+
+def _pieces(sentence: str) -> list[str]:
+    """A disclaimer sentence split where a new line starts with an uppercase letter."""
+    pieces: list[str] = []
+    for line in sentence.split("\n"):
+        if pieces and not line.lstrip()[:1].isupper():
+            pieces[-1] += "\n" + line
+        else:
+            pieces.append(line)
+    return pieces
+
+
+def _drop_disclaimers(paragraph: str) -> str:
+    """Step 5: sentences (or lines of a sentence) with a disclaimer phrase go; the rest joined by spaces."""
+    if not _DISCLAIMER.search(paragraph):
+        return paragraph
+    kept: list[str] = []
+    for sentence in re.split(r"(?<=[.!?])\s+", paragraph):
+        if not _DISCLAIMER.search(sentence):
+            kept.append(sentence)
+            continue
+        kept.extend(piece for piece in _pieces(sentence) if not _DISCLAIMER.search(piece))
+    return " ".join(piece.strip() for piece in kept if piece.strip())
+
+
+def clean_email_body(body: Any, max_chars: int = 3000) -> str:
+    """The writer's own message from a plain-text email body, at most `max_chars` characters.
+
+    `max_chars` is a slice budget (`text[:max_chars]`), never refused: 0 gives "", a negative value trims
+    characters off the end. Steps, in order:
+      1. None -> ""; CRLF, CR and the two characters backslash-n become line breaks.
+      2. A text longer than 4 * max_chars is cut to that length first.
+      3. Lines are kept until, after at least one kept line, a quote header starts the earlier thread
+         ("On ... wrote:", its Portuguese/Spanish/French forms, "--Original Message--" and friends, a rule
+         of 8+ underscores, a "From:"/"De:" header, a wrapped "... <address> wrote:" tail); lines whose
+         first non-space character is ">" are skipped.
+      4. In the lower part of the message, the first sign-off ("Thanks,", "Regards, Łukasz", "--",
+         "Atenciosamente", "Cordialement", ...) or device footer ("Sent from my iPhone", "Enviado do meu
+         iPhone", "Get Outlook for iOS") is cut with everything after it.
+      5. Confidentiality disclaimers are removed sentence by sentence, per paragraph.
+      6. Paragraphs are stripped and joined by one blank line, runs of spaces/tabs become one space, and
+         the result is cut to max_chars.
+    """
+    budget = operator.index(max_chars)  # a TypeError for a non-integer budget (the slice would raise it)
+    if body is None:
+        return ""
     if isinstance(body, bytes):
         body = body.decode("utf-8", errors="replace")
-    if body is not None and not isinstance(body, str):
+    if not isinstance(body, str):
         raise TypeError(f"body must be a str or None, got {type(body).__name__}")
-    if to is not None and not isinstance(to, str):
-        if not isinstance(to, (list, tuple)) or not all(isinstance(x, str) for x in to):
-            raise TypeError(f"to must be a str or a list of str, got {to!r}")
-        to = ", ".join(to)
-    state: dict = {}
-    if sender is not None:
-        state["sender"] = sender.strip()
-    if to is not None:
-        state["to"] = to.strip()
-    if subject is not None:
-        state["subject"] = " ".join(subject.split())
-    text = body or ""
-    state["body"] = clean_email_body(text) if clean else text
+    text = body.replace("\r\n", "\n").replace("\r", "\n").replace("\\n", "\n")
+    if len(text) > 4 * budget:
+        text = text[:4 * budget]
+    kept = _cut_signature(_scan_lines(text))
+    paragraphs = re.split(r"\n(?:[ \t]*\n)+", "\n".join(kept))
+    cleaned = (_drop_disclaimers(p).strip() for p in paragraphs)
+    out = "\n\n".join(p for p in cleaned if p)
+    return re.sub(r"[ \t]+", " ", out)[:budget]
+
+
+def email_state(subject: Any, body: Any, sender: Any = None, clean: bool = True, max_chars: int = 3000,
+                **extra: Any) -> dict:
+    """The state `email_questions()` reads: {"subject", "body"}, then "from" when `sender` is given, then
+    every extra keyword (`to=`, `ticket=`, ...) whose value is not None, in call order. `body` goes
+    through `clean_email_body(body, max_chars)` unless `clean=False`."""
+    for value, name in ((subject, "subject"), (body, "body"), (sender, "sender")):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a str or None, got {type(value).__name__}")
+    state: dict = {"subject": (subject or "").strip(),
+                   "body": clean_email_body(body, max_chars) if clean else (body or "")}
+    if sender:
+        state["from"] = sender
+    state.update((key, value) for key, value in extra.items() if value is not None)
     return state
