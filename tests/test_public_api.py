@@ -52,7 +52,7 @@ def test_one_implementation_each():
     import laya.questions
     import laya.serve.jev
     import laya.train.objectives
-    assert laya.check_min_confidence is laya.answers.check_min_confidence
+    assert laya.check_min_confidence is laya.confidence.check_min_confidence  # answers: the None-passing adapter
     assert laya.jev_confidence is laya.serve.jev.jev_confidence
     assert laya.common.ece_score is laya.calibrate.ece_score
     assert laya.common.proper_reward is laya.train.objectives.proper_reward
@@ -102,8 +102,9 @@ def test_unknown_names_still_raise():
     ({"type": "choice", "probabilities": {"a": True, "b": 0.0}}, None),
     ({"type": "score", "probabilities": {"0": float("nan"), "1": 0.5}}, None),
     ({"type": "score", "probabilities": {"0": float("inf"), "1": 0.5}}, None),
-    ({"type": "choice", "probabilities": {"a": "0.5", "b": 0.5}}, None),
-    ({"type": "choice", "probabilities": {"a": 0.0, "b": 0.0}}, None),
+    ({"type": "choice", "probabilities": {"a": "0.7", "b": 0.3}}, 0.4),  # compat R-CONF-5: float() of each value
+    ({"type": "choice", "probabilities": {"a": "x", "b": 0.5}}, None),
+    ({"type": "choice", "probabilities": {"a": 0.0, "b": 0.0}}, 0.0),  # compat R-CONF-5: zero sum -> uniform
     ({"type": "choice", "probabilities": {}}, None),
     ({"type": "choice"}, None),
 ])
@@ -120,23 +121,24 @@ def test_gate_states():
 def test_check_min_confidence_map_accepts_the_buckets_and_default():
     full = {f"{t}:{s}": 0.5 for t in ("choice", "score", "noul") for s in ("2", "3-5", "6-10", "11+")}
     assert check_min_confidence_map({**full, "default": 1}) == {**full, "default": 1.0}
-    assert check_min_confidence_map({}) == {}
     assert isinstance(check_min_confidence_map({"default": 0})["default"], float)
 
 
+# compat-0.4.15 R-CONF-3 texts (these replaced our older wording)
 @pytest.mark.parametrize("value, fragment", [
-    (0.5, "must be a dict"),
-    (None, "must be a dict"),
-    ([("default", 0.5)], "must be a dict"),
-    ({"choice:12": 0.5}, "min_confidence key 'choice:12' is not a bucket"),
-    ({"Default": 0.5}, "is not a bucket"),
-    ({1: 0.5}, "is not a bucket"),
-    ({"default": True}, "min_confidence['default'] must be a number between 0 and 1, got True"),
-    ({"noul:2": float("nan")}, "min_confidence['noul:2'] must be a number between 0 and 1"),
-    ({"noul:2": float("inf")}, "must be a number between 0 and 1"),
-    ({"score:3-5": 1.5}, "must be a number between 0 and 1, got 1.5"),
-    ({"score:3-5": -0.1}, "must be a number between 0 and 1"),
-    ({"default": "0.5"}, "must be a number between 0 and 1"),
+    (0.5, "a min_confidence map must be a non-empty dict of bucket -> float, got 0.5"),
+    (None, "a min_confidence map must be a non-empty dict of bucket -> float, got None"),
+    ({}, "a min_confidence map must be a non-empty dict of bucket -> float, got {}"),
+    ([("default", 0.5)], "must be a non-empty dict"),
+    ({"choice:12": 0.5}, "min_confidence map keys must be a bucket like 'choice:3-5' or 'default', got 'choice:12'"),
+    ({"Default": 0.5}, "keys must be a bucket"),
+    ({1: 0.5}, "keys must be a bucket like 'choice:3-5' or 'default', got 1"),
+    ({"default": True}, "min_confidence must be a float in [0.0, 1.0], got True"),
+    ({"noul:2": float("nan")}, "min_confidence must be a float in [0.0, 1.0], got nan"),
+    ({"noul:2": float("inf")}, "must be a float in [0.0, 1.0]"),
+    ({"score:3-5": 1.5}, "must be a float in [0.0, 1.0], got 1.5"),
+    ({"score:3-5": -0.1}, "must be a float in [0.0, 1.0]"),
+    ({"default": "0.5"}, "must be a float in [0.0, 1.0], got '0.5'"),
 ])
 def test_check_min_confidence_map_refuses(value, fragment):
     with pytest.raises(ValueError) as err:
@@ -145,24 +147,18 @@ def test_check_min_confidence_map_refuses(value, fragment):
 
 
 def test_resolve_min_confidence_fallbacks():
+    """compat-0.4.15 R-CONF-1: resolve_min_confidence(answer, thresholds, default=0.0)."""
     m = {"choice:3-5": 0.7, "default": 0.4}
-    assert resolve_min_confidence(m, "choice:3-5") == 0.7
-    assert resolve_min_confidence(m, "choice:2") == 0.4  # unnamed bucket -> default
-    assert resolve_min_confidence({"choice:3-5": 0.7}, "noul:2") == 0.0  # no default -> 0.0
-    assert resolve_min_confidence(0.3, "score:11+") == 0.3  # a float applies everywhere
-    assert resolve_min_confidence(None, "score:11+") == 0.0
-    # an answer's bucket: k from len(probabilities), 2 for noul
     choice3 = {"type": "choice", "probabilities": {"a": 0.5, "b": 0.3, "c": 0.2}}
-    assert resolve_min_confidence(m, choice3) == 0.7
-    assert resolve_min_confidence({"noul:2": 0.9}, {"type": "noul", "noul": 0.8}) == 0.9
+    choice2 = {"type": "choice", "probabilities": {"a": 0.5, "b": 0.5}}
+    assert resolve_min_confidence(choice3, m) == 0.7
+    assert resolve_min_confidence(choice2, m) == 0.4  # unnamed bucket -> the map's default
+    assert resolve_min_confidence({"type": "noul", "noul": 0.8}, {"choice:3-5": 0.7}) == 0.0  # -> default
+    assert resolve_min_confidence({"type": "noul", "noul": 0.8}, {"choice:3-5": 0.7}, default=0.3) == 0.3
+    assert resolve_min_confidence({"type": "noul", "noul": 0.8}, {"noul:2": 0.9}) == 0.9  # noul: k = 2
     score12 = {"type": "score", "probabilities": {str(i): 1 / 12 for i in range(12)}}
-    assert resolve_min_confidence({"score:11+": 0.2, "score:6-10": 0.6}, score12) == 0.2
-    with pytest.raises(ValueError, match="bucket name"):
-        resolve_min_confidence(m, "choice:12")
-    with pytest.raises(ValueError, match="between 0 and 1"):
-        resolve_min_confidence(1.2, "choice:2")
-    with pytest.raises(ValueError, match="not a bucket"):
-        resolve_min_confidence({"chioce:2": 0.2}, "choice:2")
+    assert resolve_min_confidence(score12, {"score:11+": 0.2, "score:6-10": 0.6}) == 0.2
+    assert resolve_min_confidence({"type": "choice"}, {"choice:2": 0.9, "default": 0.1}) == 0.1  # no bucket
 
 
 def _answers():
@@ -175,22 +171,23 @@ def _answers():
     }
 
 
-def test_flag_low_confidence_writes_the_abstention_fields_in_place():
-    answer = _answers()["c"]
-    assert flag_low_confidence(answer, 0.7) is answer
-    assert answer["abstention"] == "abstained" and answer["abstention_threshold"] == 0.7
-    assert answer["low_confidence"] is True
-    flag_low_confidence(answer, {"choice:3-5": 0.5})  # re-gating clears the stale flag
-    assert answer["abstention"] == "passed" and answer["abstention_threshold"] == 0.5
+def test_flag_low_confidence_marks_a_list_of_results_in_place():
+    """compat-0.4.15 R-CONF-1: a list of result dicts, in place, no abstention fields, returns None."""
+    results = [{"answers": _answers()}]
+    assert flag_low_confidence(results, 0.7) is None
+    answer = results[0]["answers"]["c"]
+    assert answer["low_confidence"] is True and "abstention" not in answer and "abstention_threshold" not in answer
+    flag_low_confidence(results, {"choice:3-5": 0.5})  # re-gating clears the stale flag
     assert "low_confidence" not in answer
-    untouched = _answers()["c"]
-    assert flag_low_confidence(untouched, None) == _answers()["c"]
+    untouched = [{"answers": _answers()}]
+    flag_low_confidence(untouched, None)
+    assert untouched == [{"answers": _answers()}]
 
 
-def test_apply_confidence_gate_on_a_result_and_a_batch():
-    result = {"model": "laya-rl-agent", "answers": _answers(), "usage": {}}
-    assert apply_confidence_gate(result, {"choice:3-5": 0.65, "default": 0.9}) is result
-    a = result["answers"]
+def test_apply_confidence_gate_on_a_batch():
+    results = [{"model": "laya-rl-agent", "answers": _answers(), "usage": {}}]
+    assert apply_confidence_gate(results, {"choice:3-5": 0.65, "default": 0.9}) is None
+    a = results[0]["answers"]
     assert (a["c"]["abstention"], a["c"]["abstention_threshold"], a["c"].get("low_confidence")) == \
         ("abstained", 0.65, True)
     assert (a["n"]["abstention"], a["n"]["abstention_threshold"], a["n"].get("low_confidence")) == \
@@ -199,16 +196,18 @@ def test_apply_confidence_gate_on_a_result_and_a_batch():
         ("abstained", 0.9, True)
     assert {x["abstention"] for x in a.values()} <= set(GATE_STATES)
     nothing = {"type": "noul", "noul": 0.5, "confidence": float("nan"), "answer_confidence": None}
-    assert flag_low_confidence(nothing, 0.5)["abstention"] == "unevaluated" and "low_confidence" not in nothing
+    apply_confidence_gate([{"answers": {"x": nothing}}], 0.5)
+    assert nothing["abstention"] == "unevaluated" and "low_confidence" not in nothing
 
     batch = [{"answers": _answers()}, {"answers": _answers()}]
     apply_confidence_gate(batch, 0.0)
     assert all(x["abstention"] in ("passed", "unevaluated") for r in batch for x in r["answers"].values())
 
-    plain = {"answers": _answers()}
-    assert apply_confidence_gate(plain, None) == {"answers": _answers()}
+    plain = [{"answers": _answers()}]
+    apply_confidence_gate(plain, None)
+    assert plain == [{"answers": _answers()}]
     with pytest.raises(ValueError):
-        apply_confidence_gate({"answers": {}}, float("nan"))
+        apply_confidence_gate([{"answers": {}}], float("nan"))
 
 
 def test_langchain_runnables_are_lazy_names_of_laya_integrations():
@@ -245,36 +244,13 @@ def test_jev_confidence_reads_score_levels_in_level_order():
     assert jev_confidence(choice) == round((0.7 - 0.5) / 0.5, 4)
 
 
-@pytest.mark.parametrize("result, error, fragment", [
-    ({"answers": {"z": None, "x": {"type": "noul", "noul": 0.9}}}, TypeError, "answer 'z' must be an answer dict"),
-    ({"answers": {"x": {"noul": 0.9, "confidence": 0.9}}}, ValueError, "answer 'x' has no \"type\""),
-    ({"answers": {"x": {"type": "yesno", "confidence": 0.9}}}, ValueError, "answer 'x' has \"type\" 'yesno'"),
-    ({"answers": {"x": {"type": "choice", "probabilities": None, "confidence": 0.9}}}, ValueError,
-     "answer 'x': 'probabilities' must be a dict"),
-    ({"answers": ["nope"]}, TypeError, "'answers' must be a dict"),
-    ([{"answers": {}}, "nope"], TypeError, "result 1 must be a dict"),
-    ([{"answers": {}}, {"answers": {"q7": {"confidence": 0.1}}}], ValueError, "result 1: answer 'q7' has no"),
-])
-def test_apply_confidence_gate_validates_everything_before_writing(result, error, fragment):
-    import copy
-
-    first = _answers()
-    if isinstance(result, dict):
-        result["answers"] = {**first, **result["answers"]} if isinstance(result["answers"], dict) else result["answers"]
-    else:
-        result[0]["answers"] = first
-    before = copy.deepcopy(result)
-    with pytest.raises(error) as err:
-        apply_confidence_gate(result, 0.5)
-    assert fragment in str(err.value)
-    assert result == before  # the answers before the bad one were not gated
-
-
-def test_flag_low_confidence_names_a_missing_type():
-    with pytest.raises(ValueError, match='answer has no "type"'):
-        flag_low_confidence({"confidence": 0.3}, 0.5)
-    with pytest.raises(TypeError, match="answer must be an answer dict, got list"):
-        flag_low_confidence([], 0.5)
+def test_apply_confidence_gate_skips_what_is_not_a_dict():
+    """compat-0.4.15 R-GATE-4: non-dict results and answers are skipped (our older gate refused them)."""
+    results = [None, "nope", {"answers": ["x"]}, {"answers": {"z": None, "x": {"confidence": 0.1}}}]
+    apply_confidence_gate(results, 0.5)
+    assert results[:3] == [None, "nope", {"answers": ["x"]}] and results[3]["answers"]["z"] is None
+    assert results[3]["answers"]["x"] == {"confidence": 0.1, "low_confidence": True, "abstention": "abstained",
+                                          "abstention_threshold": 0.5}
 
 
 def test_sequence_names_of_laya_common(tok):
