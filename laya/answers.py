@@ -7,19 +7,19 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from . import confidence
+from .confidence import BUCKET_SIZES, bucket_size
 from .questions import QTYPES, QTYPE_NAMES, Question
 
 TEMP_MIN = 0.5
 TEMP_MAX = 5.0
 ROUND = 4
-BUCKET_SIZES = ("2", "3-5", "6-10", "11+")
 BUCKETS = tuple(f"{t}:{s}" for t in QTYPES for s in BUCKET_SIZES)
 
 
 def temp_bucket(qtype: int | str, k: int) -> str:
     name = QTYPE_NAMES[qtype] if isinstance(qtype, int) else qtype
-    size = "2" if k <= 2 else "3-5" if k <= 5 else "6-10" if k <= 10 else "11+"
-    return f"{name}:{size}"
+    return f"{name}:{bucket_size(k)}"
 
 
 def clamp_temperature(t: Any, lo: float = TEMP_MIN, hi: float = TEMP_MAX) -> float:
@@ -130,12 +130,20 @@ def round4(x: float) -> float:
 
 
 def softmax(z: Any) -> list[float]:
-    """Max-shifted softmax in float64 on a short sequence."""
+    """The softmax of laya: max-shifted, in float64, on a short sequence (NaN in, NaN out)."""
     z = [float(v) for v in z]
-    top = max(z)
+    top = z[0]
+    for v in z:
+        if v > top or v != v:  # like max(), but NaN wins wherever it sits
+            top = v
     e = [math.exp(v - top) for v in z]
     total = sum(e)
     return [v / total for v in e]
+
+
+def softmax_rows(rows: Any) -> list[list[float]]:
+    """`softmax` of each row of a 2-D array-like (lists, ndarray, tensor rows)."""
+    return [softmax(row) for row in rows]
 
 
 @dataclass
@@ -192,12 +200,7 @@ def decode_planned(plan: DecodePlan, logits_row: list, act_prob: Any) -> dict:
     """`decode_answer` with the per-question work done already (same arithmetic, same dict); `logits_row`
     holds plain Python floats (the request path's rows come from ndarray.tolist: no float() per value)."""
     k, t = plan.k, plan.t
-    # softmax(z / T), max-shifted, in float64: the same operations, in the same order, as `softmax`
-    z = [v / t for v in logits_row[:k]]
-    top = max(z)
-    e = [math.exp(v - top) for v in z]
-    total = sum(e)
-    p = [v / total for v in e]
+    p = softmax([v / t for v in logits_row[:k]])
     if plan.order is not None:
         p_slots, p = p, [0.0] * k
         for slot, option in enumerate(plan.order):  # slot s held option order[s]
@@ -249,18 +252,8 @@ def decode_answer(q: Question, logits_row: Any, act_prob: float, cal: Calibratio
 
 
 def check_min_confidence(value: Any) -> float | dict | None:
-    """Validate a `min_confidence` float in [0, 1] or a bucket map (keys: the 12 buckets + 'default')."""
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        out = {}
-        for key, threshold in value.items():
-            if key != "default" and key not in BUCKETS:
-                raise ValueError(f"min_confidence key {key!r} is not a bucket; use 'default' or one of "
-                                 f"{', '.join(BUCKETS)}")
-            out[key] = unit_interval(threshold, f"min_confidence[{key!r}]")
-        return out
-    return unit_interval(value, "min_confidence")
+    """`laya.confidence.check_min_confidence`, with None (no gate) passed through."""
+    return None if value is None else confidence.check_min_confidence(value)
 
 
 def unit_interval(value: Any, name: str) -> float:
@@ -278,30 +271,6 @@ def positive_int(value: Any, name: str) -> int:
     return value
 
 
-def answer_bucket(answer: dict) -> str:
-    k = 2 if answer["type"] == "noul" else len(answer.get("probabilities", {}))
-    return temp_bucket(answer["type"], k)
-
-
-def bucket_threshold(min_confidence: float | dict, bucket: str) -> float:
-    """The threshold a checked min_confidence applies to a bucket: a float everywhere; a map's bucket
-    value, else its "default", else 0.0 (spec §2.4)."""
-    if isinstance(min_confidence, dict):
-        return min_confidence.get(bucket, min_confidence.get("default", 0.0))
-    return min_confidence
-
-
 def apply_min_confidence(answer: dict, min_confidence: float | dict) -> None:
-    """Add the abstention fields to one answer, in place."""
-    threshold = bucket_threshold(min_confidence, answer_bucket(answer))
-    conf = answer.get("answer_confidence")
-    if conf is None:  # spec §2.4: answer_confidence, falling back to confidence
-        conf = answer.get("confidence")
-    answer["abstention_threshold"] = threshold
-    if not isinstance(conf, (int, float)) or not math.isfinite(conf):
-        answer["abstention"] = "unevaluated"
-    elif conf < threshold:
-        answer["abstention"] = "abstained"
-        answer["low_confidence"] = True
-    else:
-        answer["abstention"] = "passed"
+    """Add the abstention fields to one answer, in place (min_confidence already checked)."""
+    confidence.gate_answer(answer, min_confidence)

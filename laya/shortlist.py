@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .confidence import flag_low_confidence
+from .confidence import check_min_confidence, gate_answer
 from .questions import check_question, check_questions, render_state
 
 __all__ = ["predict_tournament", "predict_tournament_batch", "shortlist_choice", "predict_shortlist",
@@ -104,7 +104,7 @@ def _widened(answer: dict, labels: list, min_confidence: Any) -> dict:
     if min_confidence is not None:
         for field in _GATE_FIELDS:
             out.pop(field, None)
-        flag_low_confidence(out, min_confidence)
+        gate_answer(out, check_min_confidence(min_confidence))
     return out
 
 

@@ -206,7 +206,8 @@ def test_final_answer_is_gated_on_every_option():
     class GatingAgent(ScoringAgent):
         def predict_batch(self, states, questions, min_confidence=None, **kwargs):
             results = super().predict_batch(states, questions, min_confidence=min_confidence, **kwargs)
-            return apply_confidence_gate(results, min_confidence)
+            apply_confidence_gate(results, min_confidence)  # in place (compat-0.4.15 R-CONF-1)
+            return results
 
     gate = {"choice:3-5": 0.0, "choice:11+": 0.99}
     result = predict_tournament(GatingAgent(), "7", {"intent": many(30), "urgent": NOUL}, group_size=4,
@@ -215,7 +216,9 @@ def test_final_answer_is_gated_on_every_option():
     assert len(result["tournament"]["intent"]["finalists"]) == 4 and len(answer["probabilities"]) == 30
     assert answer["abstention"] == "abstained" and answer["abstention_threshold"] == 0.99
     assert answer["low_confidence"] is True
-    assert apply_confidence_gate(copy.deepcopy(result), gate) == result
+    regated = copy.deepcopy(result)
+    apply_confidence_gate([regated], gate)
+    assert regated == result
     loose = predict_tournament(GatingAgent(), "7", {"intent": many(30)}, group_size=4,
                                min_confidence={"choice:3-5": 0.99, "choice:11+": 0.0})
     assert loose["answers"]["intent"]["abstention"] == "passed" and "low_confidence" not in loose["answers"]["intent"]

@@ -301,10 +301,11 @@ def test_predict_shortlist_gates_the_widened_answer(agent):
     result = predict_shortlist(agent, "a ripe cherry", _questions(30), FakeEmbed(), k=4, min_confidence=GATE)
     pick = result["answers"]["pick"]
     assert len(pick["probabilities"]) == 30 and result["shortlist"]["pick"]["passthrough"] is False
-    assert pick["abstention_threshold"] == 0.99 == resolve_min_confidence(GATE, pick)  # choice:11+, not 3-5
+    assert pick["abstention_threshold"] == 0.99 == resolve_min_confidence(pick, GATE)  # choice:11+, not 3-5
     assert pick["abstention"] == "abstained" and pick["low_confidence"] is True
     import copy
-    regated = apply_confidence_gate(copy.deepcopy(result), GATE)
+    regated = copy.deepcopy(result)
+    apply_confidence_gate([regated], GATE)  # compat-0.4.15 R-CONF-1: a list of results, in place
     assert regated == result  # consistent with the gate run on the returned result
     # the other way round: a 3-5 threshold the narrowed predict applied does not leak in
     loose = predict_shortlist(agent, "a ripe cherry", _questions(30), FakeEmbed(), k=4,
