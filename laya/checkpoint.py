@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import threading
@@ -20,7 +19,8 @@ from typing import Any
 
 from .parallel_layout import check_layout
 from .registry import CONFIG_FILE
-from .revisions import resolve_revision
+from .revisions import digests_from_env, file_sha256, is_model_keyed, resolve_revision, snapshot_revision, \
+    verify_digests
 
 WEIGHTS_FILE = "model.safetensors"
 REQUIRED_CONFIG_KEYS = ("encoder", "head_layers")
@@ -37,41 +37,40 @@ def resolve_checkpoint_dir(model_id_or_path: str, subfolder: str | None = None, 
                            token: str | None = None, weights: bool = True) -> tuple[str, str | None]:
     """Local directory of the checkpoint (downloading from the Hub when needed) and its revision."""
     arg = os.path.expanduser(str(model_id_or_path))
-    sha = None
     if os.path.exists(arg):
-        root = arg
+        root, sha = arg, snapshot_revision(arg)
     elif arg.startswith(("/", "./", "../")) or os.path.isabs(arg):
-        raise FileNotFoundError(f"Local model path not found: {model_id_or_path}")
+        raise FileNotFoundError(f"Local model path not found: {str(model_id_or_path)!r}. Check that the directory "
+                                "exists and that training saved the model successfully.")
     else:
-        from huggingface_hub import snapshot_download
-
-        wanted = resolve_revision(arg, revision)
-        patterns = hub_allow_patterns(subfolder)
-        if not weights:
-            patterns = [p for p in patterns if not p.endswith(WEIGHTS_FILE)]
-        root = snapshot_download(arg, token=token or os.environ.get("HF_TOKEN"), allow_patterns=patterns,
-                                 revision=wanted)
-        found = re.search(r"[\\/]snapshots[\\/]([0-9a-f]{40})", root)
-        sha = found.group(1) if found else wanted
+        root, sha = hub_snapshot(arg, subfolder, revision, token, weights)
     model_dir = os.path.join(root, subfolder) if subfolder else root
     if not os.path.isdir(model_dir):
-        raise FileNotFoundError(f"Subfolder {subfolder!r} not found in {root}; check the subfolder name")
+        raise FileNotFoundError(f"Subfolder {subfolder!r} not found in {str(model_id_or_path)!r}.")
     return model_dir, sha
+
+
+def hub_snapshot(repo_id: str, subfolder: str | None, revision: str | None, token: str | None,
+                 weights: bool) -> tuple[str, str | None]:
+    """(snapshot directory, its revision); `revision=` reaches snapshot_download only when one applies."""
+    from huggingface_hub import snapshot_download
+
+    wanted = resolve_revision(repo_id, revision)
+    patterns = hub_allow_patterns(subfolder)
+    if not weights:
+        patterns = [p for p in patterns if not p.endswith(WEIGHTS_FILE)]
+    pinned = {"revision": wanted} if wanted is not None else {}
+    root = snapshot_download(repo_id, token=token or os.environ.get("HF_TOKEN"), allow_patterns=patterns, **pinned)
+    return root, snapshot_revision(root) or wanted
 
 
 def parse_digest_env(model: Any = None) -> dict | None:
     """LAYA_SHA256_DIGESTS for one load: a flat {relpath: hex} map as given; a model-keyed map (every value
     a map, the Router's form) gives the entry of `model`'s registry name or alias, else nothing to check."""
-    raw = os.environ.get("LAYA_SHA256_DIGESTS", "").strip()
-    if not raw:
+    digests = digests_from_env()
+    if digests is None:
         return None
-    try:
-        digests = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"LAYA_SHA256_DIGESTS is not valid JSON ({e}); give {{relpath: sha256hex}}") from None
-    if not isinstance(digests, dict):
-        raise ValueError("LAYA_SHA256_DIGESTS must be a JSON object {relpath: sha256hex}")
-    if digests and all(isinstance(v, dict) for v in digests.values()):
+    if is_model_keyed(digests):
         from .registry import canonical_name
 
         name = canonical_name(model) if isinstance(model, str) else None
@@ -80,48 +79,42 @@ def parse_digest_env(model: Any = None) -> dict | None:
     return digests
 
 
-def file_sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def verify_digests(model_dir: str, expected: dict | None) -> None:
-    """Check {relative path: sha256 hex} before anything in the directory is parsed."""
-    if not expected:
-        return
-    root = os.path.realpath(model_dir)
-    for rel, want in expected.items():
-        if not isinstance(rel, str) or os.path.isabs(rel) or rel.startswith(("/", "\\")):
-            raise ValueError(f"digest path {rel!r} must be relative to the checkpoint directory")
-        path = os.path.realpath(os.path.join(root, rel))
-        if os.path.commonpath([root, path]) != root:
-            raise ValueError(f"digest path {rel!r} escapes the checkpoint directory; use a path inside it")
-        if not isinstance(want, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", want.strip()):
-            raise ValueError(f"digest for {rel!r} must be a 64-character sha256 hex string, got {want!r}")
-        if not os.path.isfile(path):
-            raise FileNotFoundError(f"file {rel!r} named in the expected digests is missing from {model_dir}")
-        got = file_sha256(path)
-        if got != want.strip().lower():
-            raise ValueError(f"sha256 mismatch for {rel!r} in {model_dir}: expected {want.strip().lower()}, "
-                             f"got {got}; refusing to load it")
-
-
-def load_config(model_dir: str) -> dict:
+def load_config(model_dir: str, name: str | None = None) -> dict:
+    """rl_agent_config.json, checked; `name` (the id the caller loaded) is what the errors show."""
+    shown = str(name) if name is not None else model_dir
     path = os.path.join(model_dir, CONFIG_FILE)
     if not os.path.isfile(path):
         raise FileNotFoundError(
-            f"Incompatible model: {model_dir} does not contain '{CONFIG_FILE}'. Point to a laya checkpoint "
-            "directory (rl_agent_config.json, model.safetensors, tokenizer/, encoder/) or a Hub id that has one.")
+            f"Incompatible model: {shown!r} does not contain {CONFIG_FILE!r}. That file ships with the weights "
+            "of a Laya checkpoint, so load one of those (e.g. 'convaiinnovations/laya') or a directory your own "
+            "training run wrote.")
     with open(path, encoding="utf-8") as f:
         cfg = json.load(f)
     missing = [k for k in REQUIRED_CONFIG_KEYS if k not in cfg]
     if missing:
         raise ValueError(f"Incompatible model: {path} lacks required keys {missing}")
+    check_temperature_list(cfg.get("temperature"), shown)
     check_layout(cfg.get("option_layout"), path)
     return cfg
+
+
+def check_temperature_list(value: Any, shown: str) -> None:
+    """A config `temperature` is absent/None or a list of 3 numbers (one per question type)."""
+    if value is None:
+        return
+    ok = isinstance(value, (list, tuple)) and len(value) == 3 and all(
+        isinstance(t, (int, float)) and not isinstance(t, bool) for t in value)
+    if not ok:
+        raise ValueError(f"Incompatible model: {shown!r} temperature must be a list of 3 floats, got {value!r}")
+
+
+def check_weights_file(model_dir: str, name: str | None = None) -> str:
+    """The path of model.safetensors, or the published FileNotFoundError."""
+    path = os.path.join(model_dir, WEIGHTS_FILE)
+    if not os.path.isfile(path):
+        shown = str(name) if name is not None else model_dir
+        raise FileNotFoundError(f"Incompatible model: {WEIGHTS_FILE!r} not found in {shown!r}.")
+    return path
 
 
 def fixed_tokenizer_config(config: dict) -> dict | None:
@@ -226,9 +219,6 @@ def check_state_dict(model: Any, state: dict) -> None:
 def load_weights(model: Any, model_dir: str) -> None:
     from safetensors.torch import load_file
 
-    path = os.path.join(model_dir, WEIGHTS_FILE)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Incompatible model: {model_dir} has no '{WEIGHTS_FILE}'")
-    state = load_file(path)
+    state = load_file(check_weights_file(model_dir))
     check_state_dict(model, state)
     model.load_state_dict(state, strict=True)

@@ -12,12 +12,12 @@ MPS_AMP_MIN_ROWS_DEFAULT = 5
 
 
 def _cpu_because(message: str) -> torch.device:
-    warnings.warn(f"laya: {message}; running on CPU", RuntimeWarning, stacklevel=4)
+    warnings.warn(f"Warning: {message}. Falling back to CPU.", RuntimeWarning, stacklevel=4)
     return torch.device("cpu")
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """An explicit device when it exists (else CPU with a warning); None/'auto' = CUDA, MPS, XPU, CPU."""
+    """An explicit device when it exists (else CPU with a RuntimeWarning); None/'auto' = CUDA, MPS, XPU, CPU."""
     if isinstance(device, str) and device.strip().lower() == "auto":
         device = None
     if device is None:
@@ -35,15 +35,15 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
                          f"'xpu' or 'auto' ({e})") from None
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            return _cpu_because(f"device {device!r} was requested but CUDA is not available")
+            return _cpu_because("CUDA requested but not available")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            return _cpu_because(f"device {device!r} does not exist ({torch.cuda.device_count()} CUDA devices)")
+            return _cpu_because(f"CUDA device {dev} not found ({torch.cuda.device_count()} visible)")
     elif dev.type == "mps":
         if getattr(torch.backends, "mps", None) is None or not torch.backends.mps.is_available():
-            return _cpu_because(f"device {device!r} was requested but MPS is not available")
+            return _cpu_because("MPS requested but not available")
     elif dev.type == "xpu":
         if not (hasattr(torch, "xpu") and torch.xpu.is_available()):
-            return _cpu_because(f"device {device!r} was requested but XPU is not available")
+            return _cpu_because("XPU requested but not available")
     return dev
 
 
@@ -83,8 +83,8 @@ def precision_policy(device: torch.device, cfg: dict) -> Precision:
     if device.type == "cuda":
         try:
             major, _ = torch.cuda.get_device_capability(device)
-        except Exception as e:  # noqa: BLE001 - any driver error means: assume an old GPU
-            warnings.warn(f"laya: could not read the CUDA compute capability ({e}); using float16 autocast",
+        except Exception:  # noqa: BLE001 - any driver error means: assume an old GPU
+            warnings.warn("Warning: could not query CUDA capability; assuming fp16 defaults.",
                           RuntimeWarning, stacklevel=3)
             return Precision(torch.float16, True)
         if major < 8:
