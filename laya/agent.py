@@ -14,9 +14,9 @@ from typing import Any
 import torch
 
 from .answers import clamp_temperatures, resolve_lang_temperatures
-from .checkpoint import load_config, load_tokenizer, load_weights, parse_digest_env, resolve_checkpoint_dir, \
-    verify_digests
-from .device import Precision, precision_policy, resolve_device
+from .checkpoint import check_weights_file, load_config, load_tokenizer, load_weights, parse_digest_env, \
+    resolve_checkpoint_dir, verify_digests
+from .device import MPS_AMP_MIN_ROWS_DEFAULT, Precision, precision_policy, resolve_device  # noqa: F401 (R-P2-2)
 from .gate import ReadWriteGate
 from . import backends
 from .compiled import check_compile_mode, compile_model, run_compiled
@@ -129,10 +129,9 @@ class Agent(Predictor):
         model_dir, self.revision = resolve_checkpoint_dir(model_id_or_path, subfolder, revision, token)
         self.model_dir = model_dir
         verify_digests(model_dir, expected_sha256 if expected_sha256 is not None else parse_digest_env(model_id_or_path))
-        self.cfg = load_config(model_dir)  # the tokenizer fix-up happens on a private copy at tokenizer load
+        self.cfg = load_config(model_dir, self.model_id)  # the tokenizer fix-up happens on a private copy at tokenizer load
         self.parallel_options = self.cfg.get("option_layout") == "parallel"  # spec 3.9: eager forward only
-        if not os.path.isfile(os.path.join(model_dir, "model.safetensors")):
-            raise FileNotFoundError(f"Incompatible model: {model_dir} has no 'model.safetensors'")
+        check_weights_file(model_dir, self.model_id)
         self.device = resolve_device(device)
         self.tok = load_tokenizer(model_dir, self.cfg["encoder"])
         encoder_dir = os.path.join(model_dir, "encoder")
