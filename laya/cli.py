@@ -1,46 +1,80 @@
 """The `laya` command: route a text to a checkpoint, or answer a preset's (or a file's) questions about it.
 
-    laya "Necesito ayuda con mi factura"                 # routing only: which checkpoint, and why (no download)
-    laya "I was charged twice" --preset triage [--json]  # answer the triage questions (auto-routed)
-    laya --batch texts.txt --preset email --json         # one text (or JSON state) per line -> JSONL
-    laya                                                 # interactive: one text per line on stdin
+    laya Necesito ayuda con mi factura                   # routing only: which checkpoint, and why (no download)
+    laya I was charged twice --preset triage [--json]    # answer the triage questions (auto-routed)
+    laya "some request" --predict                        # answer the router questions (state key `request`)
+    laya --batch texts.txt --preset email --json         # one text per line -> JSONL
+    laya                                                 # interactive: one text per line (laya> prompt)
     laya demo                                            # the triage preset with the bundled laya-mini
-    laya serve --help                                    # the HTTP server (needs the serve extra)
-Exit codes: 0 success, 2 bad arguments or input, 1 failure while loading or answering.
+    laya serve|train|eval ...                            # the HTTP server, laya-train, laya-evals
+Exit codes: 0 success, 2 bad arguments or input, or a failure while loading or answering.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import inspect
 import json
 import os
 import sys
-from typing import Any, Iterable, Iterator
+from typing import Any
 
-from .presets import PRESET_STATE_KEYS, PRESETS, state_field
-from .registry import LAYA_MINI, canonical_name, looks_local
+from .cli_output import batch_line, show_answers, show_decision, sort_note
+from .cli_questions import load_questions
+from .presets import PRESET_STATE_KEYS, PRESETS, router_questions
+from .registry import ALIASES, CONFIG_FILE, DEFAULT_MODELS, LAYA_MINI, canonical_name
 
 DEMO_TEXT = ("Hi, I was charged twice for my March invoice and nobody has answered my last two emails. "
              "Please refund the duplicate charge today or I will cancel my subscription.")
-CUSTOM_MODEL = "custom"  # the Router name a --model path or Hub id is registered under
-PROGRESS_MIN_LINES = 300  # batch files longer than this get a progress bar on stderr
-CHUNK = 256  # requests per Router call in batch mode: results stream out and the bar moves
+CUSTOM_MODEL = "custom"  # the Router name a checkpoint directory given to --model is registered under
+ROUTER_STATE_KEY = "request"  # the state key of --predict alone (the router questions) and of --questions files
+HELP_LINE = ("Check that laya's dependencies are installed (pip install laya) and that the Hugging Face Hub is "
+             "reachable, or that the checkpoint is already in the local cache.")
 
 
-class UsageError(Exception):
-    """Bad arguments or input: exit code 2."""
+# ---- argument types --------------------------------------------------------------------------------
+
+def model_name(value: str) -> str | None:
+    """--model: a checkpoint name or alias (any case) -> its canonical name; 'auto' -> None (routing decides).
+    A directory holding a checkpoint is passed through (our extension, used by `laya demo`)."""
+    text = str(value).strip()
+    if text.lower() == "auto":
+        return None
+    name = canonical_name(text)
+    if name is not None:
+        return name
+    path = os.path.expanduser(text)
+    if text and os.path.isfile(os.path.join(path, CONFIG_FILE)):
+        return path
+    raise argparse.ArgumentTypeError(
+        f"unknown model {value!r}; use a checkpoint ({', '.join(DEFAULT_MODELS)}), an alias "
+        f"({', '.join(sorted(ALIASES))}) or 'auto'")
+
+
+def min_confidence_value(value: str) -> float:
+    """--min-confidence: checked by the library's check_min_confidence (0 and 1 are thresholds)."""
+    from .confidence import check_min_confidence
+
+    try:
+        parsed: Any = float(value)
+    except (TypeError, ValueError):
+        parsed = value
+    try:
+        return check_min_confidence(parsed)
+    except (TypeError, ValueError) as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="laya", description="Typed decisions about a text, in one forward pass. "
                                 "Without --predict/--preset/--questions it only shows which checkpoint would answer.")
-    p.add_argument("text", nargs="?", help="the state text ('demo' runs the demo); omit for interactive mode")
-    p.add_argument("--predict", action="store_true", help="answer questions (implied by --preset/--questions)")
+    p.add_argument("text", nargs="*", help="the state text (several words are joined); omit for interactive mode")
+    p.add_argument("--predict", action="store_true",
+                   help="answer questions (the router questions unless --preset/--questions chooses others)")
     p.add_argument("--preset", choices=sorted(PRESETS), help="a ready-made question set")
     p.add_argument("--questions", metavar="FILE", help="JSON question dict, or {\"state_key\": ..., \"questions\": {...}}")
-    p.add_argument("--model", default=None,
-                   help="english, multilingual, typed-decisions (or an alias), auto, a checkpoint directory or org/repo")
+    p.add_argument("--model", type=model_name, default=None,
+                   help=f"{', '.join(DEFAULT_MODELS)} (or an alias), or auto")
     p.add_argument("--task", default=None, help="route by task, e.g. typed-decisions")
     p.add_argument("--lang", default=None, help="language code of the text (routes, and selects language temperatures)")
     p.add_argument("--lang-guess", default=None, metavar="CODE", help="language to assume when --lang is not given")
@@ -50,64 +84,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--aoti-path", default=None, help="AOTInductor package (.pt2) for --backend aoti")
     p.add_argument("--max-len", type=int, default=None)
     p.add_argument("--head-max-len", type=int, default=None)
-    p.add_argument("--min-confidence", type=float, default=None, help="abstain below this answer confidence")
-    p.add_argument("--batch", metavar="FILE", help="one text (or JSON state) per line; '-' reads stdin")
+    p.add_argument("--min-confidence", type=min_confidence_value, default=None, metavar="P",
+                   help="abstain below this answer confidence (needs an answering mode)")
+    p.add_argument("--batch", metavar="FILE", help="one request per line; '-' reads stdin")
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--sort-by-length", action="store_true")
     p.add_argument("--json", action="store_true", help="print JSON (JSONL with --batch)")
-    p.add_argument("--explain", action="store_true", help="show the routing diagnostics")
+    p.add_argument("--explain", action="store_true", help="show the routing diagnostics (routing mode only)")
     return p
 
 
-# ---- inputs ---------------------------------------------------------------------------------------
+# ---- the pieces every mode shares ------------------------------------------------------------------
 
-def load_questions(args: argparse.Namespace) -> tuple[dict, str | None]:
-    """(questions, state key) from --preset or --questions."""
+def answering(args: argparse.Namespace) -> bool:
+    return bool(args.predict or args.preset or args.questions)
+
+
+def resolve_questions(args: argparse.Namespace) -> tuple[dict, str]:
+    """(questions, state key): --preset, --questions FILE, or the router questions for --predict alone."""
     if args.preset:
         return PRESETS[args.preset](), PRESET_STATE_KEYS[args.preset]
-    try:
-        with open(args.questions, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise UsageError(f"--questions {args.questions}: {e}") from None
-    if isinstance(data, dict) and isinstance(data.get("questions"), dict):
-        return data["questions"], data.get("state_key") or state_field(data["questions"])
-    if not isinstance(data, dict):
-        raise UsageError(f"--questions {args.questions} must hold a JSON object of questions")
-    return data, state_field(data)
+    if args.questions:
+        return load_questions(args.questions)
+    return router_questions(), ROUTER_STATE_KEY
 
 
-def make_state(text: str, state_key: str | None) -> Any:
-    """A JSON line stays structured; plain text goes under the questions' state key."""
-    stripped = text.strip()
-    if stripped.startswith(("{", "[")):
-        try:
-            return json.loads(stripped)
-        except json.JSONDecodeError:
-            pass
-    return {state_key: text} if state_key else text
+def budget_overrides(args: argparse.Namespace) -> dict:
+    """max_len / head_max_len, only those given."""
+    return {k: v for k, v in (("max_len", args.max_len), ("head_max_len", args.head_max_len)) if v is not None}
 
 
-def read_batch(path: str) -> list[str]:
-    try:
-        stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
-    except OSError as e:
-        raise UsageError(f"--batch {path}: {e}") from None
-    with stream if path != "-" else contextlib.nullcontext(stream):  # never close stdin
-        return [line.rstrip("\n") for line in stream if line.strip()]
+def abstention_override(args: argparse.Namespace) -> dict:
+    """min_confidence, only when given."""
+    return {} if args.min_confidence is None else {"min_confidence": args.min_confidence}
 
 
-def interactive_lines(err: Any) -> Iterator[str]:
-    """Lines typed on stdin (a prompt when it is a terminal) until EOF, 'quit' or 'exit'."""
-    tty = sys.stdin.isatty()
-    while True:
-        if tty:
-            print("laya> ", end="", file=err, flush=True)
-        line = sys.stdin.readline()
-        if not line or line.strip() in ("quit", "exit"):
-            return
-        if line.strip():
-            yield line.rstrip("\n")
+def routing_controls(args: argparse.Namespace) -> dict:
+    """The four routing controls, None when unset (a --model directory is routed as CUSTOM_MODEL)."""
+    model = args.model
+    if model is not None and model not in DEFAULT_MODELS:
+        model = CUSTOM_MODEL
+    return {"model": model, "task": args.task, "lang": args.lang, "lang_guess": args.lang_guess}
 
 
 def backend_kwargs(args: argparse.Namespace) -> dict | None:
@@ -115,7 +132,7 @@ def backend_kwargs(args: argparse.Namespace) -> dict | None:
     paths = {"onnx": ("onnx_path", args.onnx_path), "aoti": ("aoti_path", args.aoti_path)}
     for backend, (key, value) in paths.items():
         if value is not None and (args.backend or "").strip().lower() != backend:
-            raise UsageError(f"--{key.replace('_', '-')} {value!r} needs --backend {backend} "
+            raise ValueError(f"--{key.replace('_', '-')} {value!r} needs --backend {backend} "
                              f"(got --backend {args.backend!r})")
     if not args.backend:
         return None
@@ -126,197 +143,236 @@ def backend_kwargs(args: argparse.Namespace) -> dict | None:
     return kwargs
 
 
-def route_model(model: str | None) -> tuple[str | None, dict]:
-    """(name to route to or None for auto, extra Router models) for --model."""
-    if model is None or model.strip().lower() in ("", "auto"):
-        return None, {}
-    if canonical_name(model) is not None:
-        return model, {}
-    if not looks_local(model):
-        raise UsageError(f"--model {model!r} is not a checkpoint name; use english, multilingual, typed-decisions "
-                         "(or an alias), auto, a checkpoint directory or an org/repo Hub id")
-    return CUSTOM_MODEL, {CUSTOM_MODEL: model}
+def make_router(args: argparse.Namespace) -> Any:
+    """The one place the CLI builds its Router (tests replace it)."""
+    import laya
+
+    extra: dict = {}
+    if args.model is not None and args.model not in DEFAULT_MODELS:
+        extra["models"] = {CUSTOM_MODEL: args.model}
+    agent_kwargs = backend_kwargs(args)
+    if agent_kwargs:
+        extra["agent_kwargs"] = agent_kwargs
+    return laya.Router(device=args.device, preload=False, **extra)
 
 
-# ---- output ---------------------------------------------------------------------------------------
+def takes_keyword(fn: Any, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
-def format_answer(answer: dict) -> str:
-    kind = answer["type"]
-    if kind == "choice":
-        value = str(answer["choice"])
-    elif kind == "score":
-        value = f"{answer['score']:.2f} of {len(answer['probabilities']) - 1}"
+
+def report_failure(error: BaseException) -> int:
+    """The published error lines on stderr; every failure exits 2."""
+    if isinstance(error, (ValueError, TypeError)):
+        print(f"laya: {error}", file=sys.stderr)
     else:
-        value = f"{'yes' if answer['noul'] >= 0.5 else 'no'} (P(true)={answer['noul']:.2f})"
-    return value + ("  [low-confidence]" if answer.get("low_confidence") else "")
+        print(f"laya: could not run Laya ({error}).", file=sys.stderr)
+        print(HELP_LINE, file=sys.stderr)
+    return 2
 
 
-def print_rows(rows: list[tuple[str, ...]], out: Any, header: tuple[str, ...] | None = None) -> None:
-    lines = [header, tuple("-" * len(h) for h in header), *rows] if header else rows
-    widths = [max(len(r[i]) for r in lines) for i in range(len(lines[0]))]
-    if header:
-        lines[1] = tuple("-" * w for w in widths)
-    for r in lines:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip(), file=out)
+FAILURES = (ValueError, TypeError, ImportError, OSError, RuntimeError)
 
 
-def print_routing(decision: dict, out: Any, explain: bool) -> None:
-    rows = [("model", decision["model"]), ("repo", decision["repo"]), ("reason", decision["reason"])]
-    if decision.get("workflow"):
-        rows.append(("workflow", decision["workflow"]))
-    detection = decision.get("detection")
-    if explain and detection:
-        for key in ("language", "script", "is_english", "language_undecided", "diacritic_rate",
-                    "non_latin_fraction"):
-            rows.append((key, str(detection[key])))
-        profile = ", ".join(f"{k} {v:.2f}" for k, v in detection["script_profile"].items())
-        rows.append(("script_profile", profile or "-"))
-        if detection.get("mixed_segment"):
-            rows.append(("mixed_segment", json.dumps(detection["mixed_segment"], ensure_ascii=False)))
-        for key, value in (detection.get("diagnostic") or {}).items():
-            if key != "thresholds":
-                rows.append((key, value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)))
-    elif explain:
-        rows.append(("detection", "not consulted (the model was chosen explicitly)"))
-    print_rows(rows, out)
+# ---- modes -------------------------------------------------------------------------------------------
 
-
-def print_table(result: dict, out: Any, explain: bool) -> None:
-    routing = result.get("routing")
-    if routing and explain:
-        print_routing(routing, out, True)
-        print(file=out)
-    elif routing:
-        print(f"routed to {routing['model']} ({routing['reason']})", file=out)
-    rows = [(str(qid), a["type"], format_answer(a), f"{a.get('answer_confidence', a['confidence']):.3f}")
-            for qid, a in result["answers"].items()]
-    print_rows(rows, out, ("question", "type", "answer", "confidence"))
-    usage = result["usage"]
-    note = f"{usage['input_tokens']} input tokens"
-    if usage.get("truncated"):
-        note += f", {usage['state_tokens_dropped']} state tokens dropped"
-    print(note, file=out)
-
-
-class Progress:
-    """A one-line bar on stderr, redrawn in place; silent for short inputs."""
-
-    def __init__(self, total: int, err: Any):
-        self.total, self.err, self.done = total, err, 0
-        self.active = total > PROGRESS_MIN_LINES
-
-    def advance(self, n: int) -> None:
-        if not self.active:
-            return
-        self.done += n
-        filled = int(30 * self.done / self.total)
-        print(f"\rlaya: [{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}", end="", file=self.err,
-              flush=True)
-        if self.done >= self.total:
-            print(file=self.err)
-
-
-# ---- running --------------------------------------------------------------------------------------
-
-def chunks(items: Iterable, size: int) -> Iterator[list]:
-    part: list = []
-    for item in items:
-        part.append(item)
-        if len(part) >= size:
-            yield part
-            part = []
-    if part:
-        yield part
-
-
-def run(args: argparse.Namespace, out: Any, err: Any = None) -> int:
-    err = err if err is not None else sys.stderr
-    demo = args.text == "demo" and not args.batch
-    if demo:
-        args.text, args.preset = DEMO_TEXT, args.preset or "triage"
-        args.model = args.model or LAYA_MINI
-    predicting = bool(args.predict or args.preset or args.questions)
-    if not predicting and args.min_confidence is not None:
-        raise UsageError("--min-confidence needs an answering mode: add --predict with --preset NAME or "
-                         "--questions FILE")
-    if predicting and not (args.preset or args.questions):
-        raise UsageError("no questions: pass --preset NAME or --questions FILE (or drop --predict to see routing only)")
-    questions, state_key = load_questions(args) if predicting else (None, None)
-    if predicting:
-        from .answers import check_min_confidence
-
-        check_min_confidence(args.min_confidence)
-
-    from .router import Router
-
-    model, extra = route_model(args.model)
-    agent_kwargs = backend_kwargs(args) if predicting else None
-    router = Router(models=extra, device=args.device, lang_guess=args.lang_guess, agent_kwargs=agent_kwargs)
-    per_request = {k: v for k, v in (("model", model), ("task", args.task), ("lang", args.lang),
-                                     ("max_len", args.max_len), ("head_max_len", args.head_max_len)) if v is not None}
-
-    def handle(texts: list[str]) -> None:
-        requests = [dict(per_request, state=make_state(t, state_key), questions=questions or {}) for t in texts]
-        if predicting:
-            outputs = router.predict_batch(requests, batch_size=args.batch_size, sort_by_length=args.sort_by_length,
-                                           min_confidence=args.min_confidence, explain=args.explain)
-        else:
-            outputs = router.route_batch(requests, explain=args.explain)
-        for item in outputs:
+def run(text: str, args: argparse.Namespace, router: Any = None) -> int:
+    """One text: its routing decision, or its answers."""
+    try:
+        router = router if router is not None else make_router(args)
+        controls = routing_controls(args)
+        if not answering(args):
+            decision = router.route({"text": text}, **controls, **({"explain": True} if args.explain else {}))
             if args.json:
-                print(json.dumps(item, ensure_ascii=False), file=out)
-            elif predicting:
-                print_table(item, out, args.explain)
+                print(json.dumps(dict(decision), indent=2))
             else:
-                print_routing(item, out, args.explain)
-            if not args.json and len(texts) > 1:
-                print(file=out)
-        out.flush()
+                show_decision(decision)
+            return 0
+        questions, state_key = resolve_questions(args)
+        result = router.predict({state_key: text}, questions, **controls, **budget_overrides(args),
+                                **abstention_override(args))
+        if args.json:
+            print(json.dumps(result, indent=2))
+        else:
+            show_answers(result)
+        return 0
+    except FAILURES as e:
+        return report_failure(e)
 
-    if demo:
-        print("laya demo: triage questions on a sample message, using the bundled laya-mini checkpoint "
-              "(MiniLM fine-tuned on synthetic English data: good for short tickets and emails, not for "
-              "decisions that matter; see the README's model card).\n", file=out)
-        print(f"message: {DEMO_TEXT}\n", file=out)
-    if args.batch:
-        texts = read_batch(args.batch)
-        progress = Progress(len(texts), err)
-        size = max(CHUNK, args.batch_size or 0)
-        for part in chunks(texts, size):
-            handle(part)
-            progress.advance(len(part))
-    elif args.text is None:
-        for line in interactive_lines(err):
-            handle([line])
-    else:
-        handle([args.text])
+
+def interactive(args: argparse.Namespace) -> int:
+    """One text per line until quit/exit, an empty line or EOF; 2 when any line failed."""
+    router, code = None, 0
+    while True:
+        try:
+            line = input("laya> ")
+        except EOFError:
+            break
+        text = line.strip()
+        if not text or text in ("quit", "exit"):
+            break
+        if router is None:
+            try:
+                router = make_router(args)
+            except FAILURES as e:
+                return report_failure(e)
+        code = max(code, run(text, args, router))
+    return code
+
+
+# ---- batch mode ----------------------------------------------------------------------------------------
+
+def read_batch_lines(source: str) -> list[str]:
+    """Stripped non-blank lines of a UTF-8 file ('-' = stdin)."""
+    if source == "-":
+        return [line.strip() for line in sys.stdin if line.strip()]
+    with open(source, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def run_batch(lines: list[str], args: argparse.Namespace, router: Any = None) -> int:
+    """Every line in one Router call: route_batch for routing, predict_batch for answers."""
+    try:
+        router = router if router is not None else make_router(args)
+        if answering(args):
+            return answer_batch(lines, args, router)
+        requests = [{"state": {"text": line}, "questions": {}, **routing_controls(args)} for line in lines]
+        decisions = router.route_batch(requests, **({"explain": True} if args.explain else {}))
+        for line, decision in zip(lines, decisions):
+            if args.json:
+                print(json.dumps(dict(decision)))
+            elif args.explain:
+                show_decision(decision)
+                print()
+            else:
+                print(batch_line(decision, line))
+        return 0
+    except FAILURES as e:
+        return report_failure(e)
+
+
+def answer_batch(lines: list[str], args: argparse.Namespace, router: Any) -> int:
+    questions, state_key = resolve_questions(args)
+    per_request = {**routing_controls(args), **budget_overrides(args)}
+    requests = [{"state": {state_key: line}, "questions": questions, **per_request} for line in lines]
+    kwargs: dict = {"batch_size": args.batch_size, "min_confidence": args.min_confidence}
+    diagnostics = None
+    if args.sort_by_length:
+        kwargs["sort_by_length"] = True
+        if takes_keyword(router.predict_batch, "diagnostics"):
+            diagnostics = kwargs["diagnostics"] = {}
+    results = router.predict_batch(requests, **kwargs)
+    for line, result in zip(lines, results):
+        if args.json:
+            print(json.dumps(result))
+        else:
+            print(f"# {line if len(line) <= 72 else line[:69] + '...'}")
+            show_answers(result)
+            print()
+    if args.sort_by_length:
+        note = sort_note(args.batch_size, len(lines), diagnostics)
+        if note:
+            print(note, file=sys.stderr)
     return 0
+
+
+def refusal(args: argparse.Namespace, text: str) -> str | None:
+    """The published refusals, checked before anything loads."""
+    if args.explain and answering(args):
+        return "laya: --explain is for routing only; omit --predict, --preset and --questions."
+    if args.min_confidence is not None and not answering(args):
+        return "laya: --min-confidence gates answers, so it needs --predict, --preset or --questions."
+    if text and args.batch:
+        return "laya: pass either a text or --batch FILE, not both."
+    if args.questions and args.preset:
+        return "laya: --questions and --preset choose different question sets; pass one"
+    return None
+
+
+def checked_inputs(args: argparse.Namespace, text: str) -> tuple[str | None, list[str] | None]:
+    """(refusal message, batch lines): question files, backend flags and the batch file, read up front."""
+    message = refusal(args, text)
+    if message:
+        return message, None
+    try:
+        backend_kwargs(args)
+        if answering(args):
+            resolve_questions(args)
+    except ValueError as e:
+        return f"laya: {e}", None
+    if not args.batch:
+        return None, None
+    try:
+        lines = read_batch_lines(args.batch)
+    except (OSError, UnicodeDecodeError) as e:
+        return f"laya: could not read {args.batch} ({e}).", None
+    if not lines:
+        return f"laya: no requests found in {args.batch}.", None
+    return None, lines
+
+
+def subcommand(argv: list[str]) -> int | None:
+    """`laya serve|train|eval ...`: the other entry points, with the remaining arguments."""
+    head, rest = (argv[0], argv[1:]) if argv else (None, [])
+    if head == "serve":
+        from .serve import main as serve_main
+
+        return serve_main(rest)
+    if head == "train":
+        from .train_cli import main as train_main
+
+        return train_main(rest)
+    if head == "eval":
+        return evals_main()(rest)
+    return None
+
+
+def evals_main() -> Any:
+    """The `laya-evals` entry point (its module moved once; take whichever holds it)."""
+    import importlib
+
+    for module in ("laya.evals.cli", "laya.evals_cli", "laya.evals.checkpoint_cli"):
+        try:
+            return importlib.import_module(module).main
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError("laya-evals is not available in this install")
+
+
+def demo(args: argparse.Namespace) -> int:
+    args.preset, args.model = args.preset or "triage", args.model or LAYA_MINI
+    print("laya demo: triage questions on a sample message, using the bundled laya-mini checkpoint "
+          "(MiniLM fine-tuned on synthetic English data: good for short tickets and emails, not for "
+          "decisions that matter; see the README's model card).\n")
+    print(f"message: {DEMO_TEXT}\n")
+    return run(DEMO_TEXT, args)
 
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("USE_TF", "0")
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["serve"]:  # `laya serve ...`: the HTTP server (laya.serve), its own flags
-        from .serve import main as serve_main
-
-        return serve_main(argv[1:])
+    code = subcommand(argv)
+    if code is not None:
+        return code
     args = build_parser().parse_args(argv)
+    text = " ".join(args.text).strip()
+    if text == "demo" and not args.batch:
+        return demo(args)
+    message, lines = checked_inputs(args, text)
+    if message:
+        print(message, file=sys.stderr)
+        return 2
     try:
-        return run(args, sys.stdout, sys.stderr)
-    except UsageError as e:
-        print(f"laya: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:  # before ValueError: some Hub "not found" errors are both
-        print(f"laya: failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
-    except (ValueError, TypeError) as e:
-        print(f"laya: error: {e}", file=sys.stderr)
-        return 2
+        if lines is not None:
+            return run_batch(lines, args)
+        if not text:
+            return interactive(args)
+        return run(text, args)
     except KeyboardInterrupt:
         return 130
-    except Exception as e:  # noqa: BLE001 - loading/answering failures: a message and exit code 1, no traceback
-        print(f"laya: failed: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
 
 
 if __name__ == "__main__":
