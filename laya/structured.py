@@ -8,8 +8,11 @@ answer as one of those three types is refused with a `SchemaError` naming the pr
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from .confidence import apply_confidence_gate, check_min_confidence
 
 MAX_PROPERTIES = 32
 MAX_OPTIONS = 32
@@ -19,30 +22,41 @@ ROUTER_REQUEST_KEYS = ("model", "task", "lang", "lang_guess", "max_len", "head_m
 
 
 class SchemaError(ValueError):
-    """A schema the decision model cannot answer; `path` points at the offending part."""
+    """A schema the decision model cannot answer; `path` is "properties.<name>" ("" for the top level)."""
 
     def __init__(self, path: str, message: str):
-        super().__init__(f"schema {path}: {message}")
+        super().__init__(f"{path}: {message}" if path else message)
         self.path = path
 
 
 @dataclass
-class FieldPlan:
-    """How one property is asked and how its answer becomes a value."""
+class SchemaField:
+    """One property: how it is asked (`question`) and how its answer becomes a value."""
 
     name: str
-    qtype: str  # choice | score | noul
-    values: dict = field(default_factory=dict)  # choice: label -> original enum value
-    minimum: int = 0  # score: value of level 0
+    kind: str  # choice | score | noul
+    question: dict
+    options: list = field(default_factory=list)  # choice: (label, original enum value) pairs
+    minimum: int | None = None  # score: the value of level 0
     integer: bool = True  # score: int for "integer", float for "number"
     nullable: bool = False
 
 
-@dataclass
-class Plan:
-    questions: dict
-    fields: dict  # name -> FieldPlan
-    model: Any = None  # the pydantic class, when the schema came from one
+class SchemaPlan(list):
+    """The fields of a schema in property order (a list), plus the pydantic class it came from, if any."""
+
+    model: Any = None
+
+    @property
+    def questions(self) -> dict:
+        return {f.name: f.question for f in self}
+
+    @property
+    def fields(self) -> dict:
+        return {f.name: f for f in self}
+
+
+Plan = SchemaPlan  # the name older callers used
 
 
 @dataclass
@@ -59,58 +73,59 @@ class DecisionResult:
 # ---- schema -> questions ------------------------------------------------------------------------
 
 def _ref_target(root: dict, ref: Any, path: str) -> dict:
-    if not isinstance(ref, str) or not ref.startswith(("#/$defs/", "#/definitions/")):
-        raise SchemaError(path, f"$ref {ref!r} is not supported; only local '#/$defs/...' or "
-                                "'#/definitions/...' references are")
-    section, _, name = ref[2:].partition("/")
-    target = (root.get(section) or {}).get(name)
+    section, _, name = ref[2:].partition("/") if isinstance(ref, str) and ref.startswith("#/") else ("", "", "")
+    defs = root.get(section) if section in ("$defs", "definitions") else None
+    target = defs.get(name) if isinstance(defs, dict) and "/" not in name else None
     if not isinstance(target, dict):
-        raise SchemaError(path, f"$ref {ref!r} points at nothing; define {name!r} under {section!r}")
-    return target
+        raise SchemaError(path, f"$ref {ref!r} does not resolve to an entry of this schema's '$defs' or 'definitions'")
+    return {k: v for k, v in target.items() if k != "description"}  # the property's own text asks the question
 
 
-def _inline(root: dict, node: Any, path: str, seen: tuple = ()) -> tuple[dict, bool]:
+def _optional_branch(node: dict, key: str, path: str) -> tuple[dict, bool]:
+    """The one non-null branch of an anyOf/oneOf, and whether a null branch was there."""
+    branches = node[key]
+    if not isinstance(branches, list) or not branches:
+        raise SchemaError(path, f"'{key}' must be a non-empty array of schemas")
+    real = [b for b in branches if not (isinstance(b, dict) and b.get("type") == "null")]
+    if len(real) != 1:
+        raise SchemaError(path, f"only 'Optional[...]' unions (one non-null branch) are supported, got {len(real)}")
+    return real[0], len(real) < len(branches)
+
+
+def _merged(branch: Any, node: dict, key: str, path: str) -> dict:
+    if not isinstance(branch, dict):
+        raise SchemaError(path, f"property must be an object, got {type(branch).__name__}")
+    return {**branch, **{k: v for k, v in node.items() if k != key}}  # keys on the property win
+
+
+def _inline(root: dict, node: Any, path: str) -> tuple[dict, bool]:
     """(node with $ref / single allOf / Optional anyOf resolved, nullable)."""
     if not isinstance(node, dict):
-        raise SchemaError(path, f"must be a JSON-schema object, got {type(node).__name__}")
-    nullable = False
+        raise SchemaError(path, f"property must be an object, got {type(node).__name__}")
+    nullable, seen = False, ()
     while True:
         if "$ref" in node:
             ref = node["$ref"]
             if ref in seen:
-                raise SchemaError(path, f"$ref {ref!r} is circular; flatten the definition")
+                raise SchemaError(path, f"$ref {ref!r} is recursive; flatten the schema")
             seen = (*seen, ref)
-            siblings = {k: v for k, v in node.items() if k != "$ref"}
-            node = {**_ref_target(root, ref, path), **siblings}  # a sibling description wins
-            continue
-        if "allOf" in node:
+            node = _merged(_ref_target(root, ref, path), node, "$ref", path)
+        elif "allOf" in node:
             branches = node["allOf"]
             if not isinstance(branches, list) or len(branches) != 1:
-                raise SchemaError(path, "allOf is supported only with a single branch; merge the branches")
-            siblings = {k: v for k, v in node.items() if k != "allOf"}
-            node = {**branches[0], **siblings} if isinstance(branches[0], dict) else branches[0]
-            if not isinstance(node, dict):
-                raise SchemaError(path, "the allOf branch must be a JSON-schema object")
-            continue
-        for key in ("anyOf", "oneOf"):
-            if key in node:
-                branches = node[key]
-                real = [b for b in branches if not (isinstance(b, dict) and b.get("type") == "null")] \
-                    if isinstance(branches, list) else None
-                if real is None or len(real) != 1 or len(real) == len(branches):
-                    raise SchemaError(path, f"{key} is supported only as Optional (one branch plus "
-                                            "{'type': 'null'}); split the property")
-                siblings = {k: v for k, v in node.items() if k != key}
-                node = {**real[0], **siblings} if isinstance(real[0], dict) else real[0]
-                nullable = True
-                break
+                raise SchemaError(path, "'allOf' is supported only with a single branch; merge the branches")
+            node = _merged(branches[0], node, "allOf", path)
+        elif "anyOf" in node or "oneOf" in node:
+            key = "anyOf" if "anyOf" in node else "oneOf"
+            branch, has_null = _optional_branch(node, key, path)
+            node, nullable = _merged(branch, node, key, path), nullable or has_null
         else:
             break
     kind = node.get("type")
     if isinstance(kind, list):
         real = [t for t in kind if t != "null"]
         if len(real) != 1:
-            raise SchemaError(path, f"type {kind!r} is supported only as [X, 'null']")
+            raise SchemaError(path, "'type' has multiple non-null types; unions are not supported")
         nullable = nullable or len(real) < len(kind)
         node = {**node, "type": real[0]}
     return node, nullable
@@ -126,77 +141,97 @@ def _integral(value: Any) -> int | None:
     return None
 
 
-def _property_question(root: dict, name: str, node: Any, path: str) -> tuple[dict, FieldPlan]:
-    node, nullable = _inline(root, node, path)
+def _instructions(node: dict) -> str | None:
     description = node.get("description")
-    instructions = description if isinstance(description, str) and description.strip() else None
+    return description if isinstance(description, str) and description.strip() else None
+
+
+def _enum_field(name: str, node: dict, path: str, nullable: bool) -> SchemaField:
+    enum = node["enum"]
+    if not isinstance(enum, list):
+        raise SchemaError(path, f"'enum' must be an array of values, got {type(enum).__name__}")
+    if not enum:
+        raise SchemaError(path, "'enum' must not be empty")
+    text = _instructions(node)
+    if len(enum) == 2 and all(isinstance(v, bool) for v in enum) and enum[0] != enum[1]:
+        return SchemaField(name, "noul", {"type": "noul", "instructions": text or f"Is `{name}` true?"},
+                           nullable=nullable)
+    if len(enum) > MAX_OPTIONS:
+        raise SchemaError(path, f"{len(enum)} options exceeds MAX_OPTIONS={MAX_OPTIONS}")
+    options = [("null" if v is None else str(v), v) for v in enum]
+    if len({label for label, _ in options}) != len(options):
+        raise SchemaError(path, "enum values produce duplicate choice labels")
+    question = {"type": "choice", "instructions": text or f"What is `{name}`?",
+                "criteria": {label: None for label, _ in options}}
+    return SchemaField(name, "choice", question, options=options, nullable=nullable)
+
+
+def _bound(node: dict, key: str, exclusive: str, step: int) -> int | None:
+    if key in node:
+        return _integral(node[key])
+    value = _integral(node.get(exclusive))
+    return None if value is None else value + step
+
+
+def _score_field(name: str, node: dict, path: str, nullable: bool) -> SchemaField:
+    lo, hi = _bound(node, "minimum", "exclusiveMinimum", 1), _bound(node, "maximum", "exclusiveMaximum", -1)
+    if lo is None or hi is None:
+        raise SchemaError(path, "a numeric field needs integer 'minimum' and 'maximum' to become a score")
+    if hi < lo:
+        raise SchemaError(path, f"'maximum' {hi} is below 'minimum' {lo}")
+    if hi - lo + 1 > MAX_SCORE_LEVELS:
+        raise SchemaError(path, f"{hi - lo + 1} levels exceeds MAX_SCORE_LEVELS={MAX_SCORE_LEVELS}; "
+                                "narrow the range or use an enum")
+    question = {"type": "score", "instructions": _instructions(node) or f"Score `{name}` from {lo} to {hi}",
+                "criteria": [str(v) for v in range(lo, hi + 1)]}
+    return SchemaField(name, "score", question, minimum=lo, integer=node.get("type") == "integer",
+                       nullable=nullable)
+
+
+_REFUSED_TYPES = {
+    "string": "a free string cannot be a fixed option set; use 'enum' or a boolean",
+    "array": "arrays are not supported; ask one field per element",
+    "object": "nested objects are not supported; flatten the schema",
+}
+
+
+def _property_field(root: dict, name: str, node: Any) -> SchemaField:
+    path = f"properties.{name}"
+    node, nullable = _inline(root, node, path)
     if "const" in node and "enum" not in node:
         node = {**node, "enum": [node["const"]]}
     if "enum" in node:
-        enum = node["enum"]
-        if not isinstance(enum, list) or not enum:
-            raise SchemaError(f"{path}/enum", "must be a non-empty list of values")
-        if len(enum) == 2 and all(isinstance(v, bool) for v in enum) and enum[0] != enum[1]:
-            plan = FieldPlan(name, "noul", nullable=nullable)
-            return {"type": "noul", "instructions": instructions or f"Is `{name}` true?"}, plan
-        if len(enum) > MAX_OPTIONS:
-            raise SchemaError(f"{path}/enum", f"has {len(enum)} values; at most {MAX_OPTIONS} are supported")
-        values: dict = {}
-        for v in enum:
-            if isinstance(v, (dict, list)):
-                raise SchemaError(f"{path}/enum", f"value {v!r} is not a scalar; use strings, numbers or booleans")
-            label = "null" if v is None else str(v)
-            if label in values:
-                raise SchemaError(f"{path}/enum", f"values {values[label]!r} and {v!r} both read as {label!r}; "
-                                                  "make the labels distinct")
-            values[label] = v
-        question = {"type": "choice", "instructions": instructions or f"What is `{name}`?",
-                    "criteria": {label: None for label in values}}
-        return question, FieldPlan(name, "choice", values=values, nullable=nullable)
+        return _enum_field(name, node, path, nullable)
     kind = node.get("type")
+    if kind is None and "properties" in node:
+        kind = "object"
     if kind == "boolean":
-        return ({"type": "noul", "instructions": instructions or f"Is `{name}` true?"},
-                FieldPlan(name, "noul", nullable=nullable))
+        text = _instructions(node) or f"Is `{name}` true?"
+        return SchemaField(name, "noul", {"type": "noul", "instructions": text}, nullable=nullable)
     if kind in ("integer", "number"):
-        lo, hi = _integral(node.get("minimum")), _integral(node.get("maximum"))
-        if lo is None and _integral(node.get("exclusiveMinimum")) is not None:
-            lo = _integral(node["exclusiveMinimum"]) + 1
-        if hi is None and _integral(node.get("exclusiveMaximum")) is not None:
-            hi = _integral(node["exclusiveMaximum"]) - 1
-        if lo is None or hi is None:
-            raise SchemaError(path, f"{kind} needs integer 'minimum' and 'maximum' (at most {MAX_SCORE_LEVELS} "
-                                    "levels) to become a score question")
-        if not 1 <= hi - lo + 1 <= MAX_SCORE_LEVELS:
-            raise SchemaError(path, f"range {lo}..{hi} gives {hi - lo + 1} levels; use 1 to {MAX_SCORE_LEVELS}")
-        question = {"type": "score", "instructions": instructions or f"Score `{name}` from {lo} to {hi}",
-                    "criteria": [str(v) for v in range(lo, hi + 1)]}
-        return question, FieldPlan(name, "score", minimum=lo, integer=kind == "integer", nullable=nullable)
-    if kind in ("string", "array", "object"):
-        raise SchemaError(path, f"type {kind!r} cannot be answered by a decision model; use an enum, a boolean "
-                                "or a bounded integer")
-    raise SchemaError(path, f"needs an enum, a boolean or a bounded integer, got {json.dumps(node)[:120]}")
+        return _score_field(name, node, path, nullable)
+    if isinstance(kind, str) and kind in _REFUSED_TYPES:
+        raise SchemaError(path, _REFUSED_TYPES[kind])
+    raise SchemaError(path, f"needs an 'enum', a boolean or a bounded integer, got {json.dumps(node, default=str)[:120]}")
 
 
-def plan_from_json_schema(schema: Any) -> Plan:
-    """The questions for a JSON schema and how to turn the answers back into values."""
+def plan_from_json_schema(schema: Any) -> SchemaPlan:
+    """The fields of a JSON schema, one per property in property order (`SchemaField`: name, kind,
+    question, options, minimum); `len()` and iteration work like a list's."""
     if not isinstance(schema, dict):
-        raise SchemaError("#", f"must be a JSON-schema dict, got {type(schema).__name__}")
-    top, _ = _inline(schema, schema, "#")
-    if top.get("type", "object") != "object":
-        raise SchemaError("#", f"top level must be an object, got type {top.get('type')!r}")
-    props = top.get("properties")
+        raise SchemaError("", f"expected a JSON schema object, got {type(schema).__name__}")
+    if schema.get("type", "object") != "object" or "properties" not in schema:
+        raise SchemaError("", "the top level must be an object with 'properties'")
+    props = schema["properties"]
     if not isinstance(props, dict) or not props:
-        raise SchemaError("#/properties", "must be a non-empty object of properties")
+        raise SchemaError("", "'properties' must be a non-empty object")
     if len(props) > MAX_PROPERTIES:
-        raise SchemaError("#/properties", f"has {len(props)} properties; at most {MAX_PROPERTIES} are supported")
-    questions, fields = {}, {}
-    for name, node in props.items():
-        questions[name], fields[name] = _property_question(schema, name, node, f"#/properties/{name}")
-    return Plan(questions, fields)
+        raise SchemaError("", f"{len(props)} properties exceeds MAX_PROPERTIES={MAX_PROPERTIES}")
+    return SchemaPlan(_property_field(schema, name, node) for name, node in props.items())
 
 
 def questions_from_json_schema(schema: Any) -> dict:
-    return plan_from_json_schema(schema).questions
+    return {f.name: f.question for f in plan_from_json_schema(schema)}
 
 
 def _pydantic_schema(model: Any) -> dict:
@@ -206,7 +241,7 @@ def _pydantic_schema(model: Any) -> dict:
     return schema_fn()
 
 
-def plan_from_pydantic(model: Any) -> Plan:
+def plan_from_pydantic(model: Any) -> SchemaPlan:
     plan = plan_from_json_schema(_pydantic_schema(model))
     plan.model = model
     return plan
@@ -216,48 +251,57 @@ def questions_from_pydantic(model: Any) -> dict:
     return plan_from_pydantic(model).questions
 
 
-def plan_for(schema: Any) -> Plan:
-    """A plan from a JSON-schema dict or a pydantic model class."""
+def plan_for(schema: Any) -> SchemaPlan:
+    """A plan from a JSON-schema dict or a pydantic model class (a plan or list of fields passes through)."""
+    if isinstance(schema, SchemaPlan):
+        return schema
+    if isinstance(schema, list) and schema and all(isinstance(f, SchemaField) for f in schema):
+        return SchemaPlan(schema)
     return plan_from_json_schema(schema) if isinstance(schema, dict) else plan_from_pydantic(schema)
 
 
 # ---- answers -> values --------------------------------------------------------------------------
 
-def _value(plan: FieldPlan, answer: dict) -> Any:
+def _value(f: SchemaField, answer: dict) -> Any:
     if answer.get("low_confidence"):
         return None  # abstained: the caller asked for no guess below min_confidence
-    if plan.qtype == "noul":
+    if f.kind == "noul":
         return answer["noul"] >= 0.5
-    if plan.qtype == "score":
+    if f.kind == "score":
         probs = answer["probabilities"]
         best = max(range(len(probs)), key=lambda i: probs[str(i)])  # the most likely level, not the mean
-        value = plan.minimum + best
-        return value if plan.integer else float(value)
-    return plan.values[str(answer["choice"])]
+        value = f.minimum + best
+        return value if f.integer else float(value)
+    return dict(f.options)[str(answer["choice"])]
 
 
-def _probabilities(plan: FieldPlan, answer: dict) -> dict:
-    if plan.qtype == "noul":
-        p = answer["noul"]
-        return {"false": round(1.0 - p, 4), "true": p}
-    if plan.qtype == "score":
-        return {str(plan.minimum + int(i)): p for i, p in answer["probabilities"].items()}
+def _noul_probabilities(answer: dict) -> dict:
+    p = answer["noul"]
+    return {"false": round(1.0 - p, 4), "true": p}
+
+
+def _probabilities(f: SchemaField, answer: dict) -> dict:
+    if f.kind == "noul":
+        return _noul_probabilities(answer)
+    if f.kind == "score":
+        return {str(f.minimum + int(i)): p for i, p in answer["probabilities"].items()}
     return {str(label): p for label, p in answer["probabilities"].items()}
 
 
 def answers_to_json(answers: dict, schema: Any) -> dict:
-    """{property: value} from the answers of a schema's questions (a Plan, JSON schema or pydantic class)."""
-    plan = schema if isinstance(schema, Plan) else plan_for(schema)
-    missing = [name for name in plan.fields if name not in answers]
+    """{property: value} from the answers of a schema's questions (a plan, JSON schema or pydantic class)."""
+    plan = plan_for(schema)
+    missing = [f.name for f in plan if f.name not in answers]
     if missing:
         raise ValueError(f"answers lack the schema properties {missing}; were they asked with this schema?")
-    return {name: _value(fp, answers[name]) for name, fp in plan.fields.items()}
+    return {f.name: _value(f, answers[f.name]) for f in plan}
 
 
 def answer_to_pydantic(answers: dict, model: Any) -> Any:
     """A validated instance of `model` from the answers (abstained fields must allow None)."""
-    values = answers_to_json(answers, plan_from_pydantic(model) if not isinstance(model, Plan) else model)
-    cls = model.model if isinstance(model, Plan) else model
+    plan = model if isinstance(model, SchemaPlan) else plan_from_pydantic(model)
+    values = answers_to_json(answers, plan)
+    cls = plan.model
     abstained = [k for k, v in values.items() if v is None]
     try:
         return cls.model_validate(values)
@@ -268,7 +312,7 @@ def answer_to_pydantic(answers: dict, model: Any) -> Any:
         raise
 
 
-def _project(plan: Plan | None, result: dict, return_details: bool) -> Any:
+def _project(plan: SchemaPlan | None, result: dict, return_details: bool) -> Any:
     answers = result["answers"]
     if plan is None:
         values = answers
@@ -278,55 +322,81 @@ def _project(plan: Plan | None, result: dict, return_details: bool) -> Any:
         values = answers_to_json(answers, plan)
     if not return_details:
         return values
-    probabilities = {}
     if plan is not None:
-        probabilities = {name: _probabilities(fp, answers[name]) for name, fp in plan.fields.items()}
+        probabilities = {f.name: _probabilities(f, answers[f.name]) for f in plan}
     else:
-        probabilities = {qid: ({"false": round(1.0 - a["noul"], 4), "true": a["noul"]} if a["type"] == "noul"
-                               else dict(a["probabilities"])) for qid, a in answers.items()}
-    return DecisionResult(values=values, confidence={k: a["confidence"] for k, a in answers.items()},
+        probabilities = {qid: (_noul_probabilities(a) if a.get("type") == "noul" else dict(a.get("probabilities", {})))
+                         for qid, a in answers.items()}
+    return DecisionResult(values=values, confidence={k: a.get("confidence") for k, a in answers.items()},
                           probabilities=probabilities, answers=answers, usage=result.get("usage"),
                           routing=result.get("routing"),
                           answer_confidence={k: a.get("answer_confidence") for k, a in answers.items()})
 
 
-def _prepare(runner: Any, schema: Any, questions: Any, method: str) -> tuple[Plan | None, dict]:
-    if not callable(getattr(runner, method, None)):
-        raise TypeError(f"runner must have a {method}() method (an Agent, ONNXAgent or Router), "
-                        f"got {type(runner).__name__}")
+# ---- decide / decide_batch ----------------------------------------------------------------------
+
+def _plan_and_questions(schema: Any, questions: Any, min_confidence: Any) -> tuple[SchemaPlan | None, dict]:
+    """The plan (None with questions=) and the questions to ask; min_confidence checked before anything runs."""
     if (schema is None) == (questions is None):
-        raise ValueError("pass exactly one of schema= (JSON schema or pydantic class) or questions= (a question dict)")
+        raise ValueError("pass exactly one of schema= or questions=")
+    if min_confidence is not None:
+        check_min_confidence(min_confidence)
     if questions is not None:
         if not isinstance(questions, dict):
-            raise TypeError(f"questions must be a dict {{id: definition}}, got {type(questions).__name__}")
+            raise TypeError(f"questions must be a dict of question id -> definition, got {type(questions).__name__}")
         return None, questions
     plan = plan_for(schema)
     return plan, plan.questions
 
 
+def _predict_gated(runner: Any, state: Any, questions: dict, min_confidence: Any, predict_kwargs: dict) -> dict:
+    """runner.predict with min_confidence offered (retried without it when the runner does not take it),
+    then the gate applied here, so a runner that ignores the threshold still abstains."""
+    if min_confidence is None:
+        result = runner.predict(state, questions, **predict_kwargs)
+    else:
+        try:
+            result = runner.predict(state, questions, min_confidence=min_confidence, **predict_kwargs)
+        except TypeError as e:
+            if "unexpected keyword argument 'min_confidence'" not in str(e):
+                raise
+            result = runner.predict(state, questions, **predict_kwargs)
+    apply_confidence_gate([result], min_confidence)
+    return result
+
+
 def decide(runner: Any, state: Any, schema: Any = None, *, questions: dict | None = None,
            return_details: bool = False, min_confidence: Any = None, **predict_kwargs: Any) -> Any:
-    """Values for `schema` about one state (or the raw answers with questions=)."""
-    plan, qs = _prepare(runner, schema, questions, "predict")
-    if min_confidence is not None:
-        predict_kwargs["min_confidence"] = min_confidence
-    return _project(plan, runner.predict(state, qs, **predict_kwargs), return_details)
+    """Values for `schema` about one state (or the raw answers with questions=); answers below
+    `min_confidence` project to None whatever the runner did with the threshold."""
+    if not callable(getattr(runner, "predict", None)):
+        raise TypeError(f"runner must have a predict() method (an Agent, ONNXAgent or Router), "
+                        f"got {type(runner).__name__}")
+    plan, qs = _plan_and_questions(schema, questions, min_confidence)
+    return _project(plan, _predict_gated(runner, state, qs, min_confidence, predict_kwargs), return_details)
+
+
+def _predict_batch(runner: Any, states: list, questions: dict, predict_kwargs: dict) -> list:
+    """One predict_batch call: a Router-like runner (it has route_batch) takes requests carrying the routing
+    and budget keys; anything else takes (states, questions)."""
+    if hasattr(runner, "route_batch"):
+        per_request = {k: predict_kwargs.pop(k) for k in ROUTER_REQUEST_KEYS if k in predict_kwargs}
+        requests = [{"state": s, "questions": questions, **per_request} for s in states]
+        return runner.predict_batch(requests, **predict_kwargs)
+    return runner.predict_batch(states, questions, **predict_kwargs)
 
 
 def decide_batch(runner: Any, states: Any, schema: Any = None, *, questions: dict | None = None,
                  return_details: bool = False, min_confidence: Any = None, **predict_kwargs: Any) -> list:
-    """`decide` for many states in one batched call; results in input order."""
-    plan, qs = _prepare(runner, schema, questions, "predict_batch")
-    if isinstance(states, (str, bytes, dict)) or not hasattr(states, "__iter__"):
-        raise TypeError(f"states must be a list of states, got {type(states).__name__}; use decide() for one")
-    if min_confidence is not None:
-        predict_kwargs["min_confidence"] = min_confidence
-    if callable(getattr(runner, "route", None)):  # a Router takes requests, with routing keys per request
-        per_request = {k: predict_kwargs.pop(k) for k in ROUTER_REQUEST_KEYS if k in predict_kwargs}
-        requests = [{"state": s, "questions": qs, **per_request} for s in states]
-        results = runner.predict_batch(requests, **predict_kwargs)
-    else:
-        results = runner.predict_batch(list(states), qs, **predict_kwargs)
+    """`decide` for many states in one batched call; results in input order. min_confidence is not sent to
+    predict_batch: the gate is applied here to every result."""
+    if not callable(getattr(runner, "predict_batch", None)):
+        raise TypeError(f"{type(runner).__name__} has no predict_batch; loop decide() over the states instead")
+    if isinstance(states, (str, bytes)) or not isinstance(states, Sequence):
+        raise TypeError(f"states must be a sequence of states, not {type(states).__name__}")
+    plan, qs = _plan_and_questions(schema, questions, min_confidence)
+    results = _predict_batch(runner, list(states), qs, predict_kwargs)
+    apply_confidence_gate(results, min_confidence)
     return [_project(plan, r, return_details) for r in results]
 
 
