@@ -1,271 +1,499 @@
 """Script and language evidence for routing a state to the English or the multilingual checkpoint.
 
 Torch-free and cheap: the Router calls `analyse` before any forward pass. The question it answers is
-narrow -- "is this English, clearly something else, or undecided?" -- because the English checkpoint
-collapses on other languages while staying confident, and undecided text goes to the router's default.
+narrow -- "is this safe for the English checkpoint?" -- because the English checkpoint collapses on other
+languages while staying confident. The rules are those of the published laya 0.4.15 (compat §4):
+a whole-state verdict, then a segment stage (one foreign line in a mostly-English state) and a value
+stage (one foreign field in a structured state). Input is never NFC-normalised: a decomposed accent is a
+combining mark, not a diacritic letter.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
-SCAN_CHARS = 4000  # only the start of the flattened state is scanned (and of each leaf)
-DIACRITIC_NON_ENGLISH = 0.02  # this share of accented Latin letters says "not English" ...
-DIACRITIC_ENGLISH_RESCUE = 0.06  # ... unless English stop words win and the share stays below this
+from .lang_tables import (COLLISION_WORDS, ENGLISH_ONLY_WORDS, LANGUAGE_ORDER, LATIN_RANGES, NEWER_LETTER_RANGES,
+                          NON_ENGLISH_LETTERS, NORDIC_MARKERS, SCRIPT_RANGES, SCRIPTS, SHARED_WORDS,
+                          SHORT_SWEDISH_MARKERS, STOP_WORDS)
+
+__all__ = ["analyse", "detect_language", "detect_script", "evidence", "guess_latin_language", "is_english",
+           "latin_profile", "script_profile", "state_text", "ENGLISH_RESCUE_DIACRITIC_RATE", "NON_EN_DIACRITIC_RATE",
+           "NON_LATIN_FRACTION", "NON_LATIN_MIN_FRACTION", "NON_LATIN_MIN_LETTERS", "SCRIPTS", "STOP_WORDS"]
+
+SCAN_CHARS = 4000  # the whole-state text, the segment budget and each value line are cut to this
+MAX_DEPTH = 6  # levels below the root that text extraction reads
+NON_EN_DIACRITIC_RATE = 0.02
+ENGLISH_RESCUE_DIACRITIC_RATE = 0.06
 NON_LATIN_FRACTION = 0.2
-NON_LATIN_FRACTION_MANY = 0.1  # with at least NON_LATIN_MANY_LETTERS non-Latin letters
-NON_LATIN_MANY_LETTERS = 10
-SEGMENT_MIN_EVIDENCE = 2  # a single line/leaf needs two non-Latin letters or two foreign stop words
+NON_LATIN_MIN_FRACTION = 0.1  # ... with at least NON_LATIN_MIN_LETTERS non-Latin letters
+NON_LATIN_MIN_LETTERS = 10
+MIN_WORDS = 4  # fewer words name no language (except the short-Swedish markers)
+SHOUTED_LONG_WORD = 5  # a shouted text needs a word this long ...
+SHOUTED_STOP_WORD = 4  # ... and accents or a stop word at least this long
+CAPS_RUN_KEEP = 5  # a capitals run this long is prose, so no run is blanked as an acronym
+VALUE_MIN_LINE = 7
+VALUE_MIN_LETTERS = 10
+PATH_KEY_MAX_CHARS = 128
+PATH_KEY_MAX_BITS = 63
 
-# (first, last, script) code point ranges; Latin is handled separately.
-_SCRIPT_RANGES = (
-    (0x0370, 0x03FF, "greek"), (0x1F00, 0x1FFF, "greek"),
-    (0x0400, 0x052F, "cyrillic"), (0x1C80, 0x1C8F, "cyrillic"), (0x2DE0, 0x2DFF, "cyrillic"),
-    (0xA640, 0xA69F, "cyrillic"),
-    (0x0530, 0x058F, "armenian"), (0x0590, 0x05FF, "hebrew"), (0xFB1D, 0xFB4F, "hebrew"),
-    (0x0600, 0x06FF, "arabic"), (0x0750, 0x077F, "arabic"), (0x08A0, 0x08FF, "arabic"),
-    (0xFB50, 0xFDFF, "arabic"), (0xFE70, 0xFEFF, "arabic"),
-    (0x0900, 0x097F, "devanagari"), (0xA8E0, 0xA8FF, "devanagari"), (0x0980, 0x09FF, "bengali"),
-    (0x0A00, 0x0A7F, "gurmukhi"), (0x0A80, 0x0AFF, "gujarati"), (0x0B00, 0x0B7F, "oriya"),
-    (0x0B80, 0x0BFF, "tamil"), (0x0C00, 0x0C7F, "telugu"), (0x0C80, 0x0CFF, "kannada"),
-    (0x0D00, 0x0D7F, "malayalam"), (0x0D80, 0x0DFF, "sinhala"), (0x0E00, 0x0E7F, "thai"),
-    (0x0E80, 0x0EFF, "lao"), (0x0F00, 0x0FFF, "tibetan"), (0x1000, 0x109F, "myanmar"),
-    (0x10A0, 0x10FF, "georgian"), (0x2D00, 0x2D2F, "georgian"), (0x1200, 0x139F, "ethiopic"),
-    (0x2D80, 0x2DDF, "ethiopic"), (0x1780, 0x17FF, "khmer"), (0x19E0, 0x19FF, "khmer"),
-    (0x1100, 0x11FF, "hangul"), (0x3130, 0x318F, "hangul"), (0xA960, 0xA97F, "hangul"),
-    (0xAC00, 0xD7AF, "hangul"), (0xD7B0, 0xD7FF, "hangul"), (0xFFA0, 0xFFDC, "hangul"),
-    (0x3040, 0x30FF, "kana"), (0x31F0, 0x31FF, "kana"), (0xFF66, 0xFF9F, "kana"), (0x1B000, 0x1B16F, "kana"),
-    (0x2E80, 0x2FDF, "han"), (0x3005, 0x3007, "han"), (0x3400, 0x4DBF, "han"), (0x4E00, 0x9FFF, "han"),
-    (0xF900, 0xFAFF, "han"), (0x20000, 0x3134F, "han"),
-)
-SCRIPTS = tuple(dict.fromkeys(s for _, _, s in _SCRIPT_RANGES))
-
-# Best-effort language of a non-Latin script (Bengali also has a stop-word table below).
-SCRIPT_LANGUAGE = {
-    "greek": "el", "cyrillic": "ru", "armenian": "hy", "hebrew": "he", "arabic": "ar", "devanagari": "hi",
-    "bengali": "bn", "gurmukhi": "pa", "gujarati": "gu", "oriya": "or", "tamil": "ta", "telugu": "te",
-    "kannada": "kn", "malayalam": "ml", "sinhala": "si", "thai": "th", "lao": "lo", "tibetan": "bo",
-    "myanmar": "my", "georgian": "ka", "ethiopic": "am", "khmer": "km", "hangul": "ko", "kana": "ja",
-    "han": "zh",
-}
-
-# Frequent function words. Words shared between tables count for each, so they cancel out.
-STOP_WORDS = {
-    "en": "the and is are was were be been you your with this that these those have has had for not of to "
-          "it its in on at by from what how why when which who will would can could should please my we "
-          "our they their there i me an or if do does did don't i'm it's about just",
-    "fr": "le la les des du un une et est sont avec pour dans sur pas je vous nous ils elle il que qui "
-          "mais ou au aux ce cette mon ma mes votre vos leur être avoir c'est j'ai",
-    "de": "der die das den dem des und ist sind mit für nicht ich sie wir ein eine einen auf von zu "
-          "dass aber oder wie was wenn mein meine ihr ihre haben habe bitte auch noch bei",
-    "es": "el la los las de del y es son con para por que no un una en mi mis tu su sus pero como está "
-          "estoy muy al lo le se hola gracias necesito ayuda",
-    "pt": "o a os as de do da dos das e é são com para por que não um uma em no na meu minha você "
-          "mas como está estou muito ao se obrigado preciso",
-    "it": "il lo la gli le di del della e è sono con per che non un una in mi mio mia ma come sto molto "
-          "al nel questo questa grazie ho",
-    "nl": "de het een en is zijn met voor niet ik jij je wij we van op te dat die maar of hoe wat mijn "
-          "uw hebben heb ook nog bij",
-    "sv": "och är att det som en ett med för inte jag du vi på av till den har hur vad min mitt men "
-          "eller också",
-    "ro": "și este sunt cu pentru nu eu tu noi un o în pe la de că care dar sau cum ce meu mea am "
-          "vă mulțumesc",
-    "bn": "এবং এই একটি আমি আমার আপনি আপনার না কি করে করা হয় ছিল থেকে জন্য সঙ্গে যে তা তিনি",
-    "az": "və bu bir mən sən biz onlar üçün ilə deyil da də nə necə mənim sizin var yox edir çox",
-}
-_STOP_SETS = {lang: frozenset(words.split()) for lang, words in STOP_WORDS.items()}
-_WORD = re.compile(r"[^\W\d_]+(?:['’][^\W\d_]+)?")
+_IDENTIFIER = re.compile(r"[\w-]+(?:[.@][\w-]+)+")
+_WORD = re.compile(r"[^\W\d_]+")
+_CODE = re.compile(r"[=;{}\[\]]|\w\(")
+_JOINED_TOKEN = re.compile(r"[^\W_][._/\\][^\W_]")
+_SCRIPT_ORDER = sorted(SCRIPT_RANGES)
+_SCRIPT_STARTS = [first for first, _, _ in _SCRIPT_ORDER]
+_NEWER_STARTS = [first for first, _ in NEWER_LETTER_RANGES]
 
 
-def letter_script(ch: str) -> str | None:
-    """'latin', one of SCRIPTS, 'other' for letters of unlisted scripts, None for non-letters."""
-    if not ch.isalpha():
+# ---- text extraction (R-LANG-6, R-LANG-4 paths) -------------------------------------------------------------
+
+def _child_path(path: list | None, key: Any) -> list | None:
+    """The path one level down; None once a key is not a short str or a 63-bit int (keys are never stringified)."""
+    if path is None:
         return None
-    cp = ord(ch)
-    if cp < 0x0250 or 0x1E00 <= cp <= 0x1EFF or 0x2C60 <= cp <= 0x2C7F or 0xA720 <= cp <= 0xA7FF \
-            or 0xFF21 <= cp <= 0xFF5A:
-        return "latin"
-    for first, last, script in _SCRIPT_RANGES:
-        if first <= cp <= last:
-            return script
-    return "other"
-
-
-def string_leaves(state: Any) -> list[str]:
-    """The string values of a dict/list state, depth first (keys are field names, not language evidence)."""
-    out: list[str] = []
-    stack = [state]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, dict):
-            stack.extend(reversed(list(item.values())))
-        elif isinstance(item, (list, tuple)):
-            stack.extend(reversed(list(item)))
-    return out
-
-
-def _flatten(state: Any) -> tuple[str, list[str]]:
-    """(scanned text, segments checked one by one): lines of a string, string leaves of a dict/list."""
-    if state is None:
-        raise TypeError("state must be a str, dict or list, got None")
-    # NFC first, so a decomposed "e" + combining accent counts as one accented letter.
-    if isinstance(state, str):
-        text = unicodedata.normalize("NFC", state[:SCAN_CHARS])
-        return text, text.splitlines()
-    if isinstance(state, (dict, list, tuple)):
-        leaves = [unicodedata.normalize("NFC", leaf[:SCAN_CHARS]) for leaf in string_leaves(state)]
-        return "\n".join(leaves)[:SCAN_CHARS], leaves
-    text = unicodedata.normalize("NFC", str(state)[:SCAN_CHARS])
-    return text, [text]
-
-
-def _evidence(text: str) -> dict:
-    """Letter counts by script, accented-Latin share and stop-word hits of one piece of text."""
-    counts: dict[str, int] = {}
-    accented = 0
-    for ch in text:
-        script = letter_script(ch)
-        if script is None:
-            continue
-        counts[script] = counts.get(script, 0) + 1
-        if script == "latin" and not ("a" <= ch.lower() <= "z"):
-            accented += 1
-    letters = sum(counts.values())
-    latin = counts.get("latin", 0)
-    words = [w.replace("’", "'") for w in _WORD.findall(text.lower())]
-    hits = {lang: sum(w in stops for w in words) for lang, stops in _STOP_SETS.items()}
-    return {"counts": counts, "letters": letters, "latin": latin, "non_latin": letters - latin,
-            "diacritic_rate": accented / latin if latin else 0.0, "hits": hits, "words": len(words)}
-
-
-def _non_latin_decides(ev: dict) -> bool:
-    if not ev["letters"] or not ev["non_latin"]:
-        return False
-    fraction = ev["non_latin"] / ev["letters"]
-    threshold = NON_LATIN_FRACTION_MANY if ev["non_latin"] >= NON_LATIN_MANY_LETTERS else NON_LATIN_FRACTION
-    return fraction >= threshold
-
-
-def _best_foreign(hits: dict) -> tuple[str | None, int]:
-    lang, n = max(((k, v) for k, v in hits.items() if k != "en"), key=lambda kv: kv[1], default=(None, 0))
-    return (lang, n) if n else (None, 0)
-
-
-def _dominant_script(counts: dict) -> str:
-    non_latin = {k: v for k, v in counts.items() if k != "latin"}
-    script = max(non_latin, key=non_latin.get) if non_latin else "unknown"
-    if script == "other":  # letters of a script outside the list
-        return "unknown"
-    # Japanese mixes kana into mostly-Han text: any real kana share makes it Japanese, not Chinese.
-    if script == "han" and counts.get("kana", 0) >= max(2, 0.1 * counts["han"]):
-        script = "kana"
-    return script
-
-
-def _decide_latin(ev: dict) -> tuple[str, str | None, str]:
-    """('english' | 'other' | 'undecided', language, rule) for Latin text."""
-    en = ev["hits"]["en"]
-    foreign, n_foreign = _best_foreign(ev["hits"])
-    rate = ev["diacritic_rate"]
-    if n_foreign > en:
-        return "other", foreign, f"{foreign} stop words ({n_foreign}) outnumber English ones ({en})"
-    if rate >= DIACRITIC_NON_ENGLISH:
-        if en and en > n_foreign and rate < DIACRITIC_ENGLISH_RESCUE:
-            return "english", "en", (f"accented letters {rate:.3f} >= {DIACRITIC_NON_ENGLISH} but English stop "
-                                     f"words win and the rate stays below {DIACRITIC_ENGLISH_RESCUE}")
-        # Foreign stop words name the language only when they at least match the English ones.
-        language = foreign if n_foreign and n_foreign >= en else None
-        return "other", language, f"accented Latin letters {rate:.3f} >= {DIACRITIC_NON_ENGLISH}"
-    if en and en >= n_foreign:
-        return "english", "en", f"English stop words ({en}), no foreign evidence"
-    return "undecided", None, "Latin letters without stop-word or accent evidence"
-
-
-def _segment_language(segment: str) -> tuple[str | None, str] | None:
-    """(language, script) when one line/leaf is clearly not English; None otherwise.
-
-    Accents alone never flag a segment: a name such as "José" in an English ticket is not Spanish.
-    """
-    ev = _evidence(segment)
-    if ev["non_latin"] >= SEGMENT_MIN_EVIDENCE and _non_latin_decides(ev):
-        script = _dominant_script(ev["counts"])
-        return SCRIPT_LANGUAGE.get(script), script
-    foreign, n = _best_foreign(ev["hits"])
-    if n >= SEGMENT_MIN_EVIDENCE and n > ev["hits"]["en"]:
-        return foreign, "latin"
+    if isinstance(key, str) and len(key) <= PATH_KEY_MAX_CHARS:
+        return path + [key]
+    if isinstance(key, int) and not isinstance(key, bool) and key.bit_length() <= PATH_KEY_MAX_BITS:
+        return path + [key]
     return None
 
 
+def _leaves(state: Any) -> list[tuple[str, list | None]]:
+    """(text, path) of every string leaf read, depth first in insertion order; mapping keys are not text."""
+    out: list[tuple[str, list | None]] = []
+
+    def walk(node: Any, depth: int, path: list | None) -> None:
+        if depth > MAX_DEPTH:
+            return
+        if isinstance(node, str):
+            out.append((node, path))
+        elif isinstance(node, (bytes, bytearray)):
+            try:
+                out.append((bytes(node).decode("utf-8"), path))
+            except UnicodeDecodeError:
+                pass
+        elif isinstance(node, Mapping):
+            for key, value in node.items():
+                walk(value, depth + 1, _child_path(path, key))
+        elif isinstance(node, (list, tuple)):
+            for index, value in enumerate(node):
+                walk(value, depth + 1, _child_path(path, index))
+
+    walk(state, 0, [])
+    return out
+
+
+def _joined(texts: list[str], max_chars: int) -> str:
+    parts, size = [], 0
+    for text in texts:
+        parts.append(text)
+        size += len(text) + 1
+        if size > max_chars:
+            break
+    return " ".join(parts)[:max_chars]
+
+
+def state_text(state: Any, max_chars: int = SCAN_CHARS) -> str:
+    """The state's string leaves joined with single spaces, cut to `max_chars` (keys ignored)."""
+    if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 0:
+        raise ValueError(f"max_chars must be a non-negative integer, got {max_chars!r}")
+    return _joined([text for text, _ in _leaves(state)], max_chars)
+
+
+# ---- letters and scripts (R-LANG-7 .. R-LANG-10) -------------------------------------------------------------
+
+def _in_ranges(cp: int, starts: list[int], ranges: tuple) -> tuple | None:
+    i = bisect_right(starts, cp) - 1
+    return ranges[i] if i >= 0 and cp <= ranges[i][1] else None
+
+
+@lru_cache(maxsize=8192)
+def letter_script(ch: str) -> str | None:
+    """'latin', a named script, 'other' for letters of unlisted or newer scripts, None for non-letters."""
+    cp = ord(ch)
+    if not ch.isalpha() and not (unicodedata.category(ch) == "Cn"
+                                 and _in_ranges(cp, _NEWER_STARTS, NEWER_LETTER_RANGES)):
+        return None
+    if cp < 0x02B0 or any(first <= cp <= last for first, last in LATIN_RANGES):
+        return "latin"
+    found = _in_ranges(cp, _SCRIPT_STARTS, _SCRIPT_ORDER)
+    return found[2] if found else "other"
+
+
+def _script_counts(text: str) -> dict[str, int]:
+    """Letters per script, in order of first appearance."""
+    counts: dict[str, int] = {}
+    for ch in text:
+        script = letter_script(ch)
+        if script is not None:
+            counts[script] = counts.get(script, 0) + 1
+    return counts
+
+
+def _profile(counts: dict[str, int]) -> dict[str, float]:
+    total = sum(counts.values())
+    order = (["latin"] if "latin" in counts else []) + [s for s in counts if s != "latin"]
+    return {script: counts[script] / total for script in order} if total else {}
+
+
+def script_profile(text: Any) -> dict:
+    """Fraction of letters per script: 'latin' first when present, the others in order of first appearance."""
+    return _profile(_script_counts(text if isinstance(text, str) else state_text(text)))
+
+
+def _dominant(counts: dict[str, int]) -> str:
+    if not counts:
+        return "unknown"
+    top = max(counts.values())
+    tied = [script for script, n in counts.items() if n == top]
+    return next((s for s in tied if s != "latin"), "latin")  # a non-Latin script wins a tie
+
+
+def detect_script(text: Any) -> str:
+    """The dominant script of a text ('unknown' without letters), before any promotion."""
+    return _dominant(_script_counts(text if isinstance(text, str) else state_text(text)))
+
+
+def _has_non_latin_word(text: str) -> bool:
+    """Two or more consecutive letters of one named non-Latin script, not starting with a capital."""
+    run_script, run_len, capital = None, 0, False
+    for ch in text:
+        if unicodedata.category(ch).startswith("M"):
+            continue  # combining marks never split a run
+        script = letter_script(ch)
+        if script is None or script in ("latin", "other"):
+            run_script, run_len = None, 0
+            continue
+        if script == run_script:
+            run_len += 1
+        else:
+            run_script, run_len, capital = script, 1, ch.isupper()
+        if run_len >= 2 and not capital:
+            return True
+    return False
+
+
+def _non_latin_carries(profile: dict, text: str) -> bool:
+    """R-LANG-10 (b): the non-Latin share is large, or moderate with enough non-Latin letters."""
+    fraction = round(1 - profile.get("latin", 0.0), 4)
+    letters = round(fraction * sum(ch.isalpha() for ch in text))
+    return fraction >= NON_LATIN_FRACTION or (fraction >= NON_LATIN_MIN_FRACTION and letters >= NON_LATIN_MIN_LETTERS)
+
+
+# ---- the Latin language guess (R-LANG-11 .. R-LANG-14) --------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Guess:
+    language: str | None
+    english_hits: int
+    rate: float
+    looks_non_english: bool
+    words: tuple[str, ...]
+    reason: str
+
+
+def _words_and_rate(text: str) -> tuple[list[str], float]:
+    lowered = _IDENTIFIER.sub(" ", text).replace("İ", "i").lower()
+    rate = sum(ch in NON_ENGLISH_LETTERS for ch in lowered) / len(lowered) if lowered else 0.0
+    return _WORD.findall(lowered), rate
+
+
+def _score(counts: Counter, language: str) -> int:
+    return sum(1 if w in COLLISION_WORDS else counts[w] for w in STOP_WORDS[language].intersection(counts))
+
+
+def _best_evidenced(counts: Counter) -> tuple[str | None, int]:
+    """The highest-scoring language with a matched word of its own list only (earlier language on ties)."""
+    best, best_score = None, 0
+    for language in LANGUAGE_ORDER:
+        matched = STOP_WORDS[language].intersection(counts)
+        if matched - SHARED_WORDS:
+            score = _score(counts, language)
+            if score > best_score:
+                best, best_score = language, score
+    return best, best_score
+
+
+def _english_rescue(distinct: set, rate: float) -> bool:
+    accented = sum(1 for w in distinct if any(ch in NON_ENGLISH_LETTERS for ch in w))
+    return rate < ENGLISH_RESCUE_DIACRITIC_RATE and len(distinct & ENGLISH_ONLY_WORDS) >= 2 and accented <= 1
+
+
+def _guess(text: str) -> _Guess:
+    words, rate = _words_and_rate(text)
+    non_english = rate >= NON_EN_DIACRITIC_RATE
+    counts = Counter(words)
+    distinct = set(counts)
+    nordic = bool(distinct & NORDIC_MARKERS) and not distinct & ENGLISH_ONLY_WORDS
+    if 2 <= len(words) <= 3 and distinct & SHORT_SWEDISH_MARKERS:
+        return _Guess("sv", 0, rate, non_english, tuple(words), "short_swedish")
+    en = _score(counts, "en")
+    if len(words) < MIN_WORDS:
+        return _Guess(None, en, rate, non_english or nordic, tuple(words), "insufficient_words")
+    language = _choose(words, counts, en, non_english, rate)
+    reason = "language_evidence" if language else "no_language_evidence"
+    return _Guess(language, en, rate, non_english or (language is None and nordic), tuple(words), reason)
+
+
+def _choose(words: list[str], counts: Counter, en: int, non_english: bool, rate: float) -> str | None:
+    """R-LANG-13's five rules, first that applies."""
+    best, score = _best_evidenced(counts)
+    if best is not None and score >= max(2, en + 2):
+        return best
+    if best == "sv" and "inte" in counts and "kan" in counts and words[0] in ("kan", "jag", "vi") and en <= 1:
+        return "sv"
+    if best is not None and non_english and score >= max(2, en):
+        return best
+    if en > 0 and (not non_english or _english_rescue(set(counts), rate)):
+        return "en"
+    return None
+
+
+def latin_profile(text: Any) -> dict:
+    """The Latin language guess: language, english_hits, diacritic_rate (unrounded), looks_non_english."""
+    g = _guess(text if isinstance(text, str) else state_text(text))
+    return {"language": g.language, "english_hits": g.english_hits, "diacritic_rate": g.rate,
+            "looks_non_english": g.looks_non_english}
+
+
+def guess_latin_language(text: Any) -> str | None:
+    return latin_profile(text)["language"]
+
+
+# ---- all-caps handling and the whole-text verdict (R-LANG-15, R-LANG-16) ---------------------------------------
+
+def _is_shouted(text: str) -> bool:
+    return any(ch.isupper() for ch in text) and not any(ch.islower() for ch in text)
+
+
+def _shouted_evidence(g: _Guess, language: str) -> bool:
+    if not any(len(w) >= SHOUTED_LONG_WORD for w in g.words):
+        return False
+    stops = STOP_WORDS[language]
+    return g.rate >= NON_EN_DIACRITIC_RATE or any(len(w) >= SHOUTED_STOP_WORD and w in stops for w in g.words)
+
+
+def _caps_runs(text: str) -> list[re.Match]:
+    return [m for m in _WORD.finditer(text) if len(m.group()) >= 2 and all(ch.isupper() for ch in m.group())]
+
+
+def _blank(text: str, runs: list[re.Match]) -> str:
+    out, last = [], 0
+    for m in runs:
+        out += [text[last:m.start()], " "]
+        last = m.end()
+    return "".join(out) + text[last:]
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    script: str
+    profile: dict
+    language: str | None
+    is_english: bool
+    rate: float
+    non_latin_fraction: float
+    reason: str
+    words: int = 0
+    non_latin_word: bool = False
+
+    @property
+    def undecided(self) -> bool:
+        return self.language is None
+
+
+def _caps_checked(text: str, g: _Guess) -> tuple[str | None, str]:
+    """(language, reason) after R-LANG-15, for a guess that named a non-English language."""
+    if _is_shouted(text):
+        return (g.language, g.reason) if _shouted_evidence(g, g.language) else (None, "caps_veto")
+    runs = _caps_runs(text)
+    if runs and all(len(m.group()) < CAPS_RUN_KEEP for m in runs):
+        return _guess(_blank(text, runs)).language, "caps_filtered"
+    return g.language, g.reason
+
+
+def _verdict(text: str) -> _Verdict:
+    """The whole-text verdict of §4.4-4.7 on one string."""
+    counts = _script_counts(text)
+    profile = _profile(counts)
+    if not profile:
+        return _Verdict("unknown", profile, None, True, 0.0, 0.0, "no_letters")
+    non_latin_fraction = round(1 - profile.get("latin", 0.0), 4)
+    non_latin_word = _has_non_latin_word(text)
+    script = _dominant(counts)
+    carried = _non_latin_carries(profile, text)
+    if script == "latin" and non_latin_word and carried:
+        script = max((s for s in profile if s != "latin"), key=profile.get)
+    if script != "latin":
+        return _Verdict(script, profile, None, False, 0.0, non_latin_fraction, "non_latin_script",
+                        non_latin_word=non_latin_word)
+    g = _guess(text)
+    language, reason = g.language, g.reason
+    if language not in (None, "en") and not carried:
+        language, reason = _caps_checked(text, g)
+    english = language == "en" or (language is None and not g.looks_non_english)
+    if language is None and not english:
+        reason = "non_english_markers"
+    return _Verdict("latin", profile, language, english, g.rate, non_latin_fraction, reason, len(g.words),
+                    non_latin_word)
+
+
+# ---- segment and value stages (R-LANG-17, R-LANG-18) ----------------------------------------------------------
+
+def _is_code_or_blank(line: str) -> bool:
+    return not line.strip() or _CODE.search(line) is not None
+
+
+def _prose_language(line: str) -> str | None:
+    """The non-English language a prose line names (R-LANG-17), or None."""
+    if _is_code_or_blank(line):
+        return None
+    kept = " ".join(token for token in line.split() if not _JOINED_TOKEN.search(token))
+    shouted = _is_shouted(kept)
+    if not shouted:
+        kept = _blank(kept, _caps_runs(kept))
+    g = _guess(kept)
+    if len(g.words) < MIN_WORDS or g.language in (None, "en"):
+        return None
+    if shouted and not _shouted_evidence(g, g.language):
+        return None
+    return g.language if len(STOP_WORDS[g.language].intersection(g.words)) >= 2 else None
+
+
+def _source(index: int, path: list | None, line: int) -> dict:
+    return {"leaf_index": index, "path": None if path is None else list(path), "line": line}
+
+
+def _segment_stage(leaves: list[tuple[str, list | None]]) -> tuple[str, str, dict] | None:
+    """(language, stripped line, source) of the first line naming a prose language, in a 4000-character budget."""
+    budget = SCAN_CHARS
+    for index, (leaf, path) in enumerate(leaves):
+        for number, line in enumerate(leaf.split("\n"), 1):
+            if budget <= 0:
+                return None
+            line = line[:budget]
+            budget -= len(line)
+            language = _prose_language(line)
+            if language is not None:
+                return language, line.strip(), _source(index, path, number)
+    return None
+
+
+def _alpha(text: str) -> int:
+    return sum(ch.isalpha() for ch in text)
+
+
+def _value_line(line: str) -> tuple[str, _Verdict] | None:
+    """(reason, verdict) when one line of a value reads as non-English (R-LANG-18)."""
+    if len(line) < VALUE_MIN_LINE:
+        return None
+    line = line[:SCAN_CHARS]
+    if _is_code_or_blank(line):
+        return None
+    v = _verdict(line)
+    if v.is_english:
+        return None
+    if v.language not in (None, "en") and _prose_language(line) is not None:
+        return "named_value", v
+    if v.script != "latin" and v.non_latin_word and _alpha(line) >= VALUE_MIN_LETTERS:
+        return "non_latin_value", v
+    if v.script == "latin" and v.rate >= NON_EN_DIACRITIC_RATE and v.words >= MIN_WORDS:
+        return "diacritic_value", v
+    return None
+
+
+def _leaf_value(leaf: str) -> tuple[str, _Verdict, int] | None:
+    """The qualifying line of a leaf with the most letters (first on ties): (reason, verdict, line number)."""
+    best, best_alpha = None, -1
+    for number, line in enumerate(leaf.split("\n"), 1):
+        found = _value_line(line)
+        if found is not None:
+            alpha = _alpha(line[:SCAN_CHARS])
+            if alpha > best_alpha:
+                best, best_alpha = (found[0], found[1], number), alpha
+    return best
+
+
+def _value_stage(leaves: list[tuple[str, list | None]]) -> tuple[str, _Verdict, dict] | None:
+    """(reason, line verdict, source) of the leaf with the most letters among those with a foreign line."""
+    best, best_alpha = None, -1
+    for index, (leaf, path) in enumerate(leaves):
+        found = _leaf_value(leaf)
+        if found is not None:
+            alpha = _alpha(leaf[:SCAN_CHARS])
+            if alpha > best_alpha:
+                best, best_alpha = (found[0], found[1], _source(index, path, found[2])), alpha
+    return best
+
+
+# ---- public entry points ------------------------------------------------------------------------------------
+
+def _result(v: _Verdict) -> dict:
+    return {"script": v.script, "script_profile": v.profile, "language": v.language, "is_english": v.is_english,
+            "language_undecided": v.undecided, "diacritic_rate": round(v.rate, 4),
+            "non_latin_fraction": v.non_latin_fraction, "mixed_segment": None}
+
+
+def _detect(state: Any) -> tuple[dict, dict]:
+    """(result, diagnostic) of the three stages."""
+    leaves = _leaves(state)
+    v = _verdict(_joined([text for text, _ in leaves], SCAN_CHARS))
+    result = _result(v)
+    if v.script == "latin" and v.is_english and (len(leaves) > 1 or any("\n" in text for text, _ in leaves)):
+        found = _segment_stage(leaves)
+        if found is not None:
+            language, line, source = found
+            result.update(language=language, is_english=False, language_undecided=False, mixed_segment=line)
+            return result, {"stage": "segment", "reason": "named_segment", "source": source}
+    if result["is_english"] and isinstance(state, (Mapping, list, tuple)):
+        found = _value_stage(leaves)
+        if found is not None:
+            reason, line, source = found
+            result.update(language=line.language, is_english=False, language_undecided=line.undecided)
+            return result, {"stage": "value", "reason": reason, "source": source}
+    return result, {"stage": "whole_state", "reason": v.reason, "source": None}
+
+
 def analyse(state: Any, *, explain: bool = False) -> dict:
-    """Script profile and language evidence of a state (str, dict or list).
+    """Script profile and language verdict of any state (str, bytes, mapping, list; anything else has no text).
 
     Keys: script, script_profile, language, is_english, language_undecided, diacritic_rate,
-    non_latin_fraction, mixed_segment (+ diagnostic with explain=True).
+    non_latin_fraction, mixed_segment (the stripped foreign line, or None); with explain=True also
+    diagnostic = {stage, reason, source}. Never raises and never mutates the state.
     """
-    text, segments = _flatten(state)
-    ev = _evidence(text)
-    letters = ev["letters"]
-    profile = {k: round(v / letters, 4) for k, v in sorted(ev["counts"].items(), key=lambda kv: -kv[1])} \
-        if letters else {}
-    non_latin_fraction = ev["non_latin"] / letters if letters else 0.0
-    mixed = None
-    checked = 0
-    if not letters:
-        script, language, verdict, rule = "unknown", None, "undecided", "no letters"
-    elif _non_latin_decides(ev):
-        script = _dominant_script(ev["counts"])
-        language = SCRIPT_LANGUAGE.get(script)
-        verdict, rule = "other", f"non-Latin letters {non_latin_fraction:.3f} of {letters} (script {script})"
-    else:
-        script = "latin"
-        verdict, language, rule = _decide_latin(ev)
-        if verdict != "other":
-            for index, segment in enumerate(segments):
-                checked += 1
-                found = _segment_language(segment)
-                if found is not None:
-                    mixed = {"index": index, "language": found[0], "script": found[1], "text": segment[:80]}
-                    verdict, rule = "other", f"segment {index} reads as {found[0] or found[1]}"
-                    language = language if language not in (None, "en") else found[0]
-                    break
-    result = {
-        "script": script,
-        "script_profile": profile,
-        "language": language,
-        "is_english": verdict == "english",
-        "language_undecided": verdict == "undecided",
-        "diacritic_rate": round(ev["diacritic_rate"], 4),
-        "non_latin_fraction": round(non_latin_fraction, 4),
-        "mixed_segment": mixed,
-    }
+    result, diagnostic = _detect(state)
     if explain:
-        result["diagnostic"] = {
-            "rule": rule, "letters": letters, "latin_letters": ev["latin"], "words": ev["words"],
-            "stop_word_hits": {k: v for k, v in ev["hits"].items() if v},
-            "segments_checked": checked,
-            "scanned_chars": len(text),
-            "thresholds": {"diacritic_non_english": DIACRITIC_NON_ENGLISH,
-                           "diacritic_english_rescue": DIACRITIC_ENGLISH_RESCUE,
-                           "non_latin_fraction": NON_LATIN_FRACTION,
-                           "non_latin_fraction_many": NON_LATIN_FRACTION_MANY,
-                           "non_latin_many_letters": NON_LATIN_MANY_LETTERS},
-        }
+        result["diagnostic"] = diagnostic
     return result
 
 
 detect_language = analyse
 
 
-def detect_script(state: Any) -> str:
-    """'latin', 'unknown' (no letters) or the dominant non-Latin script."""
-    return analyse(state)["script"]
-
-
 def is_english(state: Any) -> bool:
-    """True only when the evidence says English (undecided text is not English)."""
+    """True when the state is safe for the English checkpoint (English, or undecided without foreign markers)."""
     return analyse(state)["is_english"]
 
+
+def evidence(state: Any) -> dict:
+    """Opt-in detail behind a verdict (ours, not the published `diagnostic`): words, scores and thresholds."""
+    text = state_text(state)
+    words, rate = _words_and_rate(text)
+    counts = Counter(words)
+    scores = {lang: _score(counts, lang) for lang in ("en",) + LANGUAGE_ORDER}
+    evidenced = [lang for lang in LANGUAGE_ORDER if STOP_WORDS[lang].intersection(counts) - SHARED_WORDS]
+    return {"scanned_chars": len(text), "letters": sum(_script_counts(text).values()), "words": len(words),
+            "scores": {lang: n for lang, n in scores.items() if n}, "evidenced": evidenced,
+            "diacritic_rate": rate, "shouted": _is_shouted(text), "non_latin_word": _has_non_latin_word(text),
+            "caps_runs": [m.group() for m in _caps_runs(text)],
+            "thresholds": {"non_en_diacritic_rate": NON_EN_DIACRITIC_RATE,
+                           "english_rescue_diacritic_rate": ENGLISH_RESCUE_DIACRITIC_RATE,
+                           "non_latin_fraction": NON_LATIN_FRACTION, "non_latin_min_fraction": NON_LATIN_MIN_FRACTION,
+                           "non_latin_min_letters": NON_LATIN_MIN_LETTERS}}
