@@ -61,15 +61,15 @@ def test_run_gates_exit_status_and_policies(tiny_checkpoint, gold, capsys):
     assert code == 1 and not res["gates"]["passed"] and "all" in res["gates"]["failed_rows"]
     assert any("accuracy" in f for f in res["gates"]["rows"]["all"]["failures"])
     # warn: same failures reported, exit 0
-    code, res = run_json(capsys, base + ["--min-accuracy", "1", "--gate-policy", "warn"])
+    code, res = run_json(capsys, base + ["--min-accuracy", "1", "--row-policy", "warn"])
     assert code == 0 and res["gates"]["passed"] and res["gates"]["failed_rows"]
     # all: fails only when every judged row fails; a threshold between the worst and best row passes
     lo, hi = min(acc.values()), max(acc.values())
     if lo < hi:
-        code, res = run_json(capsys, base + ["--min-accuracy", str(hi), "--gate-policy", "all"])
+        code, res = run_json(capsys, base + ["--min-accuracy", str(hi), "--row-policy", "all"])
         assert code == 0 and res["gates"]["failed_rows"]
-        assert run_json(capsys, base + ["--min-accuracy", str(hi), "--gate-policy", "any"])[0] == 1
-    code, res = run_json(capsys, base + ["--max-ece", "0", "--gate-policy", "all"])
+        assert run_json(capsys, base + ["--min-accuracy", str(hi), "--row-policy", "any"])[0] == 1
+    code, res = run_json(capsys, base + ["--max-ece", "0", "--row-policy", "all"])
     assert code == 1 and set(res["gates"]["failed_rows"]) == set(res["metrics"])
 
 
@@ -125,7 +125,7 @@ def test_evidence_markdown_and_from_run(tiny_checkpoint, gold, tmp_path, capsys)
 @pytest.mark.parametrize("argv, needle", [
     (["run", "--data", "D", "--min-accuracy", "1.5"], "'1.5'"),
     (["run", "--data", "D", "--max-ece", "nan"], "'nan'"),
-    (["run", "--data", "D", "--gate-policy", "most"], "'most'"),
+    (["run", "--data", "D", "--row-policy", "most"], "'most'"),
     (["run", "--data", "D", "--batch-size", "0"], "'0'"),
     (["run", "--data", "D", "--json", "--markdown"], "--markdown"),
     (["bench"], "'bench'"),
@@ -161,7 +161,7 @@ def test_help_documents_gates_and_exit_status(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert e.value.code == 0
-    for part in ("run", "agreement", "compare", "evidence", "Exit status", "--gate-policy any", "ECE"):
+    for part in ("run", "agreement", "compare", "evidence", "Exit status", "--row-policy any", "ECE"):
         assert part in out, part
 
 

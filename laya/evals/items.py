@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .questions import QTYPES, Question
+from ..questions import QTYPES, Question
 
 TYPES = ("choice", "score", "noul")
 GATE_POLICIES = ("any", "all", "warn")
@@ -37,7 +37,7 @@ def metrics(records: Sequence[tuple], probs: Sequence[np.ndarray], bins: int = 1
     """{type: {n, accuracy, brier, ece, confidence}} plus "all" (types without rows are left out);
     records are (qtype_id, target, k, meta). Brier is the multi-class sum of squares (0..2),
     confidence the mean top probability; values rounded to 4 decimals."""
-    from .calibrate import ece_score
+    from ..calibrate import ece_score
 
     out = {}
     for name, want in [(t, i) for i, t in enumerate(TYPES)] + [("all", None)]:
@@ -76,7 +76,7 @@ def load_eval_items(path: str, text_column: str | None = None, label_column: str
     Validation and targets come from `laya.train.data`; errors are ValueError/FileNotFoundError."""
     import os
 
-    from .train.data import is_text_label, load_examples
+    from ..train.data import is_text_label, load_examples
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"data file {path} not found")

@@ -1,0 +1,51 @@
+"""Reading the JSON files `laya-evals` is given: duplicate keys refused, errors as `EvalError`."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from .dataset import EvalError
+
+
+def _no_duplicates(path: str):
+    def hook(pairs: list) -> dict:
+        out: dict = {}
+        for key, value in pairs:
+            if key in out:
+                raise EvalError(f"{path} has the key {key!r} twice in one object; keep one")
+            out[key] = value
+        return out
+    return hook
+
+
+def read_json_strict(path: str) -> Any:
+    """The JSON document in `path`; `EvalError` when unreadable, invalid or holding a duplicate key."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise EvalError(f"{path} cannot be read: {e}") from None
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates(path))
+    except json.JSONDecodeError as e:
+        raise EvalError(f"{path} is not valid JSON: {e}") from None
+
+
+def metric_value(text: str, flag: str) -> tuple[str, float]:
+    """`METRIC=NUMBER` of a repeatable flag (finite number)."""
+    name, sep, value = str(text).partition("=")
+    if not sep or not name.strip():
+        raise EvalError(f"{flag} takes METRIC=VALUE, got {text!r}")
+    try:
+        number = float(value)
+    except ValueError:
+        raise EvalError(f"{flag} {text!r}: {value!r} is not a number") from None
+    if not math.isfinite(number):
+        raise EvalError(f"{flag} {text!r}: the value must be finite")
+    return name.strip(), number
+
+
+def metric_values(items: list | None, flag: str) -> dict[str, float]:
+    return dict(metric_value(t, flag) for t in items or [])
