@@ -53,8 +53,8 @@ def test_temperature_map_types_buckets_and_ece():
     assert fit["temperature"][1] == 1.0  # no score records
     assert fit["temperature"][2] == pytest.approx(0.8, rel=0.2)
     assert set(fit["temperature_by_options"]) == {"choice:3-5", "noul:2"}
-    assert fit["ece"]["n"] == 240
-    assert fit["ece"]["after"] < fit["ece"]["before"]
+    assert fit["report"]["n_eval"] == 240 and fit["report"]["n"] == 1200  # compat-0.4.15 R-CAL-6 keys
+    assert fit["report"]["ece_after"] < fit["report"]["ece_before"]
 
 
 def test_binning_and_abstention():
@@ -62,10 +62,11 @@ def test_binning_and_abstention():
     binning = fit_binning_map(records, [1.0, 1.0, 1.0], {}, bins=5, min_bucket_n=200)
     assert list(binning) == ["choice:3-5"] and binning["choice:3-5"]["bins"] == 5
     assert all(0.0 <= v <= 1.0 for v in binning["choice:3-5"]["values"])
-    thresholds = fit_abstention_thresholds(records, [1.0, 1.0, 1.0], target_error=0.1, min_bucket_n=100)
+    thresholds = fit_abstention_thresholds(records, [1.0, 1.0, 1.0], {}, target_error=0.1, min_bucket_n=100,
+                                           conservative=False)
     conf, correct = predictions(records)
-    kept = conf >= thresholds["default"]
+    kept = conf >= thresholds["choice:3-5"]
     assert 0 < kept.sum() < len(records)
     assert (~correct[kept]).mean() <= 0.1 + 1e-9
-    assert thresholds["choice:3-5"] == thresholds["default"]
-    assert fit_abstention_thresholds(records[:5], [1.0] * 3) == {}  # below min_n
+    assert list(thresholds) == ["choice:3-5"]  # compat-0.4.15 R-CAL-5: no "default" key
+    assert fit_abstention_thresholds(records[:5], [1.0] * 3, {}) == {}  # below min_bucket_n
