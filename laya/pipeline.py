@@ -20,7 +20,8 @@ import numpy as np
 from . import hooks as hooks_mod
 from .answers import (Calibration, DecodePlan, apply_min_confidence, check_min_confidence, clamp_temperatures,
                       decode_planned, plan_shape, positive_int)
-from .calibration import TEMPERATURE_KEYS, read_calibration, write_calibration
+from .calibrate import (apply_calibration_payload, calibration_payload_for, read_calibration_json,
+                        write_calibration, check_records as _check_records)
 from .hooks import HookRegistry, PredictContext
 from .questions import Question, check_questions, keeps_tail, render_state
 from .sequence import (DEFAULT_HEAD_MAX_LEN, Batch, Row, build_head, build_heads, collate, encode, encode_view, rows_for,
@@ -119,36 +120,6 @@ def checked_questions(questions: Any) -> list[Question]:
     """`check_questions`, remembered like `question_set`."""
     return list(question_set(questions).qs)
 
-
-def _check_records(records: Any) -> list:
-    """Calibration records `(qtype, logits, target, k)` checked up front: a bad one is a ValueError naming
-    its index (instead of a KeyError or IndexError from deep inside the fit)."""
-    if isinstance(records, (str, bytes, dict)):
-        raise ValueError(f"records must be a list of (qtype, logits, target, k) tuples, got {type(records).__name__}")
-    try:
-        records = list(records)
-    except TypeError:
-        raise ValueError(f"records must be a list of (qtype, logits, target, k) tuples, "
-                         f"got {type(records).__name__}") from None
-    for i, rec in enumerate(records):
-        where = f"records[{i}]"
-        if isinstance(rec, (str, bytes, dict)) or not hasattr(rec, "__len__") or len(rec) != 4:
-            raise ValueError(f"{where}: expected a (qtype, logits, target, k) tuple, got {rec!r:.200}")
-        qtype, logits, target, k = rec
-        if isinstance(qtype, bool) or not isinstance(qtype, (int, np.integer)) or not 0 <= int(qtype) <= 2:
-            raise ValueError(f"{where}: qtype must be 0 (choice), 1 (score) or 2 (noul), got {qtype!r}")
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or int(k) < 1:
-            raise ValueError(f"{where}: k must be an integer >= 1, got {k!r}")
-        for name, values in (("logits", logits), ("target", target)):
-            try:
-                arr = np.asarray(values, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise ValueError(f"{where}: {name} must be a list of numbers, got {values!r:.200}") from None
-            if arr.ndim != 1 or arr.size < int(k):
-                raise ValueError(f"{where}: {name} needs at least k={int(k)} values, got shape {arr.shape}")
-            if not np.all(np.isfinite(arr[:int(k)])):
-                raise ValueError(f"{where}: {name} has a non-finite value among its first {int(k)}")
-    return records
 
 class Predictor(HookRegistry, StructuredDecisions):
     MODEL_NAME = "laya-rl-agent"
@@ -388,7 +359,7 @@ class Predictor(HookRegistry, StructuredDecisions):
         and install them on this agent (clamped; one RuntimeWarning lists any replaced entry).
 
         Returns `laya.calibrate.fit_temperature_map`'s report: {"temperature", "temperature_by_options",
-        "clamped", "counts", "ece"? (with compute_ece)}."""
+        "n_by_bucket", "temperature_clamped", "report"? (with compute_ece)}."""
         from .calibrate import fit_temperature_map
 
         records = _check_records(records)
@@ -412,17 +383,10 @@ class Predictor(HookRegistry, StructuredDecisions):
         return self.binning_map
 
     def load_calibration(self, path: str) -> None:
-        data = read_calibration(path, str(self.model_id_or_path), self.subfolder)
-        for key, value in data.items():
-            setattr(self, key, value)
+        apply_calibration_payload(self, read_calibration_json(path))
 
     def save_calibration(self, path: str) -> None:
-        config = {k: v for k, v in self.cfg.items() if k not in TEMPERATURE_KEYS}
-        payload = {"temperature": list(self.temperature), "temperature_by_options": dict(self.temperature_by_options),
-                   "model_id_or_path": str(self.model_id_or_path), "subfolder": self.subfolder, "config": config}
-        if self.binning_map:
-            payload["binning_map"] = self.binning_map
-        write_calibration(path, payload)
+        write_calibration(path, calibration_payload_for(self))
 
 
 _PREDICT_BATCH = Predictor.predict_batch  # predict answers directly while this is the predict_batch in use

@@ -369,7 +369,8 @@ def test_recalibrate_writes_temperatures_that_load(tiny_checkpoint, tmp_path):
     assert rec["replaced"]["temperature"] == before.get("temperature")
     assert len(after["temperature"]) == 3 and all(0.5 <= t <= 5.0 for t in after["temperature"])
     assert after["temperature"] != [1.0, 1.0, 1.0]  # 40 items per type: fitted (the type floor is 10)
-    assert "default" in after["training"]["abstention_thresholds"]
+    thresholds = after["training"]["abstention_thresholds"]  # compat-0.4.15 R-CAL-5: buckets only, no "default"
+    assert isinstance(thresholds, dict) and "default" not in thresholds
     assert {k: v for k, v in after.items() if k not in ("temperature", "temperature_by_options", "training")} == \
         {k: v for k, v in before.items() if k not in ("temperature", "temperature_by_options", "training")}
     with safe_open(os.path.join(ckpt, "model.safetensors"), "pt") as f:

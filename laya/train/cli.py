@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     summary = {k: meta[k] for k in ("steps", "stopped_by", "train_examples", "final_loss", "elapsed_s")}
     summary["temperature"] = meta["temperature_fit"]["temperature"]
-    summary["ece"] = meta["temperature_fit"].get("ece")
+    summary["ece"] = meta["temperature_fit"].get("report")
     print(json.dumps(summary, indent=2))
     return 0
 

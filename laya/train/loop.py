@@ -590,9 +590,9 @@ def fit_calibration(records: list[tuple], config: TrainConfig) -> tuple[dict, di
     raised as RuntimeWarnings."""
     fit = fit_temperature_map(records, compute_ece=True, seed=config.calib_seed,
                               min_bucket_n=config.calib_min_bucket_n) if records else \
-        {"temperature": [1.0, 1.0, 1.0], "temperature_by_options": {}, "clamped": [], "counts": {}}
+        {"temperature": [1.0, 1.0, 1.0], "temperature_by_options": {}, "n_by_bucket": {}, "temperature_clamped": {}}
     thresholds = fit_abstention_thresholds(records, fit["temperature"], fit["temperature_by_options"],
-                                           config.target_error, min_n=config.min_abstain_n) if records else {}
+                                           target_error=config.target_error) if records else {}
     notes = calibration_warnings(records)
     for note in notes:
         warnings.warn(f"laya-train: {note}", RuntimeWarning, stacklevel=3)
