@@ -101,7 +101,7 @@ def test_routing_only_is_the_default(capsys):
 def test_explain_lang_guess_task_and_model_flags(capsys):
     assert main(["Necesito ayuda con mi factura", "--explain"]) == 0
     out = capsys.readouterr().out
-    assert "stop_word_hits" in out and '"language": "es"' in out
+    assert '"reason": "language_evidence"' in out and '"language": "es"' in out
     for argv, model in ((["Hello", "--lang-guess", "en"], "english"), (["Hello", "--task", "typed"], "typed-decisions"),
                         (["Hello", "--model", "ML"], "multilingual"), (["Hello", "--model", "auto"], "multilingual"),
                         (["hola amigo", "--lang", "en_US.UTF-8"], "english")):
