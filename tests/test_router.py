@@ -19,7 +19,8 @@ ROUTES = [
     ("我的账单有问题，请帮我退款。", "multilingual"),
     ("أريد استرداد أموالي من فضلك", "multilingual"),
     ("Please refund the charge on my card today.\nNo funciona para nada en mi teléfono.", "multilingual"),
-    ("Hi team, please refund the customer below today.\n请帮我退款", "multilingual"),
+    # five han letters beside 38 Latin ones: under both non-Latin fractions, and no Latin language named (§4.4)
+    ("Hi team, please refund the customer below today.\n请帮我退款", "english"),
     ({"message": "I need a refund for the order you sent me", "id": 7}, "english"),
     ({"message": "Je veux annuler mon abonnement", "id": 7}, "multilingual"),
     ([{"role": "user", "content": "where is my order?"}, {"role": "agent", "content": "it ships today"}], "english"),
@@ -60,7 +61,9 @@ def test_precedence():
     assert r.route(english).model == "multilingual"  # 5. Router(lang_guess="de")
     assert Router(lang_guess=lambda s: "en").route("请帮我退款").model == "english"  # callable guess
     assert Router().route(english, model="auto").model == "english"  # auto = no explicit model
-    assert Router().route(english, wf).workflow is None  # auto_task_detection is off by default
+    off = Router().route(english, wf)  # auto_task_detection is off by default: detection routes, the match is named
+    assert off.model == "english" and off.workflow == "invoice_processing"
+    assert Router().route(english, wf, model="en").workflow is None  # explicit model/task: no workflow
 
 
 @pytest.mark.parametrize("code,model", [("en_US.UTF-8", "english"), ("eng", "english"), ("English", "english"),
@@ -83,15 +86,14 @@ def test_bad_route_arguments():
         r.route("x", lang=5)
     with pytest.raises(ValueError, match="unknown model 'nope'"):
         r.route("x", model="nope")
-    with pytest.raises(TypeError, match="None"):
-        r.route(None)
+    assert r.route(None).model == r.default  # a None state is routed: no letters (§5.2)
     with pytest.raises(TypeError, match="lang_guess"):
         r.route("x", lang_guess=3)
 
 
 def test_explain_adds_detection_diagnostics():
     d = Router().route("Necesito ayuda con mi factura", explain=True)
-    assert "rule" in d.detection["diagnostic"]
+    assert set(d.detection["diagnostic"]) == {"stage", "reason", "source"}
     assert json.loads(json.dumps(d))["model"] == "multilingual"  # JSON-ready
 
 
@@ -121,30 +123,33 @@ def test_routing_never_imports_torch_or_loads():
 
 def test_registry_names_aliases_and_custom_models(tmp_path):
     r = Router(models={"support-v2": str(tmp_path), "en": ("org/repo", "sub")})
-    assert r.registered == ["english", "multilingual", "typed-decisions", "support-v2"]
+    assert list(r.models) == ["english", "multilingual", "typed-decisions", "support-v2"]
+    assert r.registered == {"support-v2": {"source": str(tmp_path), "description": None}}  # the caller's only
     assert r.resolve(" Multi ") == "multilingual" and r.resolve("SUPPORT-V2") == "support-v2"
     assert r.route("x", model="english").repo == "org/repo/sub"  # an alias re-points the built-in
     assert r.route("x", model="support-v2").repo == str(tmp_path)
     r.register("desk", "org/desk", description="help desk")
     assert r.describe("desk") == "help desk"
     r.unregister("desk")
-    r.unregister("english")  # a built-in goes back to its default source
-    assert "desk" not in r.registered and r.route("x", model="en").repo == "convaiinnovations/laya"
+    with pytest.raises(ValueError, match="'english' is a built-in checkpoint and cannot be unregistered"):
+        r.unregister("en")
+    assert "desk" not in r.registered and "desk" not in r.models
     standalone = Router(standalone_repos=True)
     assert standalone.route("x", model="ml").repo == "convaiinnovations/laya-multilingual"
 
 
-@pytest.mark.parametrize("name,error", [("auto", "reserved"), ("Bad Name", "must match"), ("-x", "must match"),
-                                        ("", "non-empty")])
+@pytest.mark.parametrize("name,error", [("auto", "'auto' means automatic routing"),
+                                        ("Bad Name", "invalid checkpoint name 'Bad Name'"),
+                                        ("-x", "starting with a letter or digit"), ("", "invalid checkpoint name ''")])
 def test_bad_model_names(name, error):
     with pytest.raises(ValueError, match=error):
         Router(models={name: "org/repo"})
 
 
 def test_near_builtin_name_warns_and_bad_source_fails():
-    with pytest.warns(UserWarning, match="one edit away from the built-in 'english'"):
+    with pytest.warns(RuntimeWarning, match="one edit from the built-in 'english'"):
         Router(models={"englsh": "org/repo"})
-    with pytest.raises(ValueError, match="source"):
+    with pytest.raises(TypeError, match="source"):
         Router(models={"x": 3})
     with pytest.raises(ValueError, match="unknown model"):
         Router(default="nope")
@@ -196,9 +201,13 @@ class FakeAgent:
                 for s in states]
 
 
+class LangFakeAgent(FakeAgent):
+    lang_temperatures = {"es": {"temperature": [1.0, 1.0, 1.0]}}  # a language table: the router passes lang=
+
+
 class FakeRouter(Router):
-    def __init__(self, *a, build_delay=0.0, fail=(), **kw):
-        self.builds, self.build_delay, self.fail = [], build_delay, set(fail)
+    def __init__(self, *a, build_delay=0.0, fail=(), agent_class=FakeAgent, **kw):
+        self.builds, self.build_delay, self.fail, self.agent_class = [], build_delay, set(fail), agent_class
         super().__init__(*a, **kw)
 
     def _create_agent(self, name, arguments):
@@ -206,7 +215,7 @@ class FakeRouter(Router):
         time.sleep(self.build_delay)
         if name in self.fail:
             raise OSError(f"cannot build {name}")
-        return FakeAgent(name)
+        return self.agent_class(name)
 
 
 class Events:
@@ -230,7 +239,7 @@ def test_lru_eviction_and_events():
     r.load("b")
     assert r.load("a") is a and r.loaded == ["b", "a"]  # a touched: b is least recent
     r.load("c")
-    assert r.loaded == ["a", "c"] and events.seen[-2:] == [("load", "c"), ("evict", "b")]
+    assert r.loaded == ["a", "c"] and events.seen[-2:] == [("evict", "b"), ("load", "c")]  # evict first (§5.3)
     assert r.builds == ["a", "b", "c"]
     snapshot = r.agents()
     assert list(snapshot) == ["a", "c"] and snapshot["a"] is a and r.loaded == ["a", "c"]  # order untouched
@@ -284,20 +293,20 @@ def test_failed_build_reaches_every_waiter_and_is_not_cached():
 
 def test_preload_attach_and_repointing():
     r = FakeRouter(models={"a": "org/a", "b": "org/b", "c": "org/c"}, max_loaded=1)
-    assert r.preload(["a", "b", "c"]) == ["a", "b", "c"] and r.max_loaded == 3 and r.loaded == ["a", "b", "c"]
+    assert r.preload(["a", "b", "c"]) is r and r.max_loaded == 3 and r.loaded == ["a", "b", "c"]
     mine = FakeAgent("mine")
     r.attach("b", mine)
     assert r.load("b") is mine and r.loaded[-1] == "b"
     r.register("b", "org/b2")  # re-pointing drops the loaded agent
     assert "b" not in r.loaded
-    with pytest.raises(TypeError, match="predict"):
-        r.attach("a", object())
+    anything = object()
+    assert r.attach("a", anything) is anything and r.load("a") is anything  # any object (§5.3)
     on_init = FakeRouter(models={"english": "x/e", "multilingual": "x/m", "typed-decisions": "x/t"}, preload=True)
     assert sorted(on_init.loaded) == ["english", "multilingual", "typed-decisions"]
 
 
 def test_predict_batch_groups_and_keeps_input_order():
-    r = FakeRouter()
+    r = FakeRouter(agent_class=LangFakeAgent)
     q1 = {"ok": {"type": "noul", "instructions": "ok?"}}
     q2 = {"bad": {"type": "noul", "instructions": "bad?"}}
     requests = [{"state": "I was charged twice for the order", "questions": q1},
@@ -311,19 +320,21 @@ def test_predict_batch_groups_and_keeps_input_order():
                                                     "typed-decisions"]
     assert [o["usage"]["input_tokens"] for o in out] == [len(req["state"]) for req in requests]
     assert [list(o["answers"]) for o in out] == [["ok"], ["ok"], ["bad"], ["ok"], ["ok"]]
-    assert sorted(g["size"] for g in diag["groups"]) == [1, 1, 1, 2]  # english+q1 requests share one call
+    assert diag == {}  # only sort_by_length=True writes diagnostics (§5.4)
     assert out[1]["lang"] == "es" and out[0]["lang"] == "en"  # the detected language is passed on
+    plain = FakeRouter().predict_batch(requests[:2])  # no language table: lang= is never passed (§5.4)
+    assert [o["lang"] for o in plain] == [None, None]
     explained = r.predict_batch(requests[:1], explain=True)[0]["routing"]["detection"]
-    assert "rule" in explained["diagnostic"] and "diagnostic" not in out[0]["routing"]["detection"]
+    assert "stage" in explained["diagnostic"] and "diagnostic" not in out[0]["routing"]["detection"]
 
 
 def test_predict_batch_validates_requests():
     r = FakeRouter()
-    with pytest.raises(TypeError, match="list"):
+    with pytest.raises(TypeError, match="sequence of request dictionaries"):
         r.predict_batch({"state": "x", "questions": {}})
     with pytest.raises(ValueError, match="request 0 has unknown keys \\['colour'\\]"):
         r.predict_batch([{"state": "x", "questions": {}, "colour": 1}])
-    with pytest.raises(TypeError, match="request 1: 'state'"):
+    with pytest.raises(ValueError, match="request 1 is missing required key 'state'"):
         r.predict_batch([{"state": "x", "questions": {}}, {"questions": {}}])
     with pytest.raises(ValueError, match="min_confidence"):
         r.predict_batch([{"state": "x", "questions": {}}], min_confidence=3)
@@ -360,7 +371,7 @@ def test_predict_on_the_tiny_checkpoint(router):
     q = laya.triage_questions()
     result = router.predict("I was charged twice for my invoice", q, max_len=128)
     assert result["model"] == "laya-rl-agent" and list(result["answers"]) == list(q)
-    assert result["routing"]["model"] == "english" and result["routing"]["repo"] == router._sources["english"][0]
+    assert result["routing"]["model"] == "english" and result["routing"]["repo"] == router.models["english"]
     assert isinstance(router.load("english"), laya.Agent) and "english" in router.loaded
 
 
