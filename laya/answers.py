@@ -28,8 +28,26 @@ def clamp_temperature(t: Any, lo: float = TEMP_MIN, hi: float = TEMP_MAX) -> flo
     return float(min(hi, max(lo, t)))
 
 
+def temperature_rejected(raw: Any, applied: Any) -> bool:
+    """True when a raw temperature was not used as given: a bool, a non-number, or a value the clamp changed."""
+    return isinstance(raw, bool) or not isinstance(raw, (int, float)) or applied != raw
+
+
+def unpermute_probs(p: Any, option_order: Any) -> list:
+    """Slot-order probabilities back in caller order (slot s showed option option_order[s]); unchanged
+    when the order is missing or is not a permutation of the slots."""
+    p = list(p)
+    order = list(option_order) if option_order is not None else None
+    if order is None or sorted(order) != list(range(len(p))):
+        return p
+    out = [0.0] * len(p)
+    for slot, option in enumerate(order):
+        out[option] = p[slot]
+    return out
+
+
 def _replaced(name: str, raw: Any, applied: float) -> str | None:
-    if isinstance(raw, bool) or applied != raw:
+    if temperature_rejected(raw, applied):
         return f"{name}={raw!r} -> {applied:g}"
     return None
 
