@@ -43,7 +43,7 @@ VALUE_MIN_LETTERS = 10
 PATH_KEY_MAX_CHARS = 128
 PATH_KEY_MAX_BITS = 63
 
-_IDENTIFIER = re.compile(r"[\w-]+(?:[.@][\w-]+)+")
+_IDENTIFIER = re.compile(r"(?<![\w-])[\w-]++(?:[.@][\w-]++)+")  # possessive: no backtracking inside a word
 _WORD = re.compile(r"[^\W\d_]+")
 _CODE = re.compile(r"[=;{}\[\]]|\w\(")
 _JOINED_TOKEN = re.compile(r"[^\W_][._/\\][^\W_]")
@@ -109,6 +109,10 @@ def state_text(state: Any, max_chars: int = SCAN_CHARS) -> str:
 
 # ---- letters and scripts (R-LANG-7 .. R-LANG-10) -------------------------------------------------------------
 
+def _alpha(text: str) -> int:
+    return sum(n for ch, n in Counter(text).items() if ch.isalpha())
+
+
 def _in_ranges(cp: int, starts: list[int], ranges: tuple) -> tuple | None:
     i = bisect_right(starts, cp) - 1
     return ranges[i] if i >= 0 and cp <= ranges[i][1] else None
@@ -130,10 +134,10 @@ def letter_script(ch: str) -> str | None:
 def _script_counts(text: str) -> dict[str, int]:
     """Letters per script, in order of first appearance."""
     counts: dict[str, int] = {}
-    for ch in text:
+    for ch, n in Counter(text).items():  # distinct characters in order of first appearance
         script = letter_script(ch)
         if script is not None:
-            counts[script] = counts.get(script, 0) + 1
+            counts[script] = counts.get(script, 0) + n
     return counts
 
 
@@ -161,8 +165,10 @@ def detect_script(text: Any) -> str:
     return _dominant(_script_counts(text if isinstance(text, str) else state_text(text)))
 
 
-def _has_non_latin_word(text: str) -> bool:
+def _has_non_latin_word(text: str, counts: dict[str, int]) -> bool:
     """Two or more consecutive letters of one named non-Latin script, not starting with a capital."""
+    if all(script in ("latin", "other") for script in counts):
+        return False
     run_script, run_len, capital = None, 0, False
     for ch in text:
         if unicodedata.category(ch).startswith("M"):
@@ -183,7 +189,7 @@ def _has_non_latin_word(text: str) -> bool:
 def _non_latin_carries(profile: dict, text: str) -> bool:
     """R-LANG-10 (b): the non-Latin share is large, or moderate with enough non-Latin letters."""
     fraction = round(1 - profile.get("latin", 0.0), 4)
-    letters = round(fraction * sum(ch.isalpha() for ch in text))
+    letters = round(fraction * _alpha(text))
     return fraction >= NON_LATIN_FRACTION or (fraction >= NON_LATIN_MIN_FRACTION and letters >= NON_LATIN_MIN_LETTERS)
 
 
@@ -201,7 +207,8 @@ class _Guess:
 
 def _words_and_rate(text: str) -> tuple[list[str], float]:
     lowered = _IDENTIFIER.sub(" ", text).replace("İ", "i").lower()
-    rate = sum(ch in NON_ENGLISH_LETTERS for ch in lowered) / len(lowered) if lowered else 0.0
+    accented = sum(n for ch, n in Counter(lowered).items() if ch in NON_ENGLISH_LETTERS)
+    rate = accented / len(lowered) if lowered else 0.0
     return _WORD.findall(lowered), rate
 
 
@@ -326,7 +333,7 @@ def _verdict(text: str) -> _Verdict:
     if not profile:
         return _Verdict("unknown", profile, None, True, 0.0, 0.0, "no_letters")
     non_latin_fraction = round(1 - profile.get("latin", 0.0), 4)
-    non_latin_word = _has_non_latin_word(text)
+    non_latin_word = _has_non_latin_word(text, counts)
     script = _dominant(counts)
     carried = _non_latin_carries(profile, text)
     if script == "latin" and non_latin_word and carried:
@@ -386,8 +393,6 @@ def _segment_stage(leaves: list[tuple[str, list | None]]) -> tuple[str, str, dic
     return None
 
 
-def _alpha(text: str) -> int:
-    return sum(ch.isalpha() for ch in text)
 
 
 def _value_line(line: str) -> tuple[str, _Verdict] | None:
@@ -489,9 +494,10 @@ def evidence(state: Any) -> dict:
     counts = Counter(words)
     scores = {lang: _score(counts, lang) for lang in ("en",) + LANGUAGE_ORDER}
     evidenced = [lang for lang in LANGUAGE_ORDER if STOP_WORDS[lang].intersection(counts) - SHARED_WORDS]
-    return {"scanned_chars": len(text), "letters": sum(_script_counts(text).values()), "words": len(words),
+    letters = _script_counts(text)
+    return {"scanned_chars": len(text), "letters": sum(letters.values()), "words": len(words),
             "scores": {lang: n for lang, n in scores.items() if n}, "evidenced": evidenced,
-            "diacritic_rate": rate, "shouted": _is_shouted(text), "non_latin_word": _has_non_latin_word(text),
+            "diacritic_rate": rate, "shouted": _is_shouted(text), "non_latin_word": _has_non_latin_word(text, letters),
             "caps_runs": [m.group() for m in _caps_runs(text)],
             "thresholds": {"non_en_diacritic_rate": NON_EN_DIACRITIC_RATE,
                            "english_rescue_diacritic_rate": ENGLISH_RESCUE_DIACRITIC_RATE,
