@@ -92,16 +92,20 @@ def _fail(qid: Any, message: str) -> ValueError:
 
 def _check_qid(qid: Any) -> None:
     if qid is None:
-        raise _fail(qid, "question id None is not allowed; use a non-empty string as the key")
-    if isinstance(qid, bool) or not isinstance(qid, (str, int)):
-        raise _fail(qid, f"question id {qid!r} must be a non-empty string")
-    if isinstance(qid, str) and not qid.strip():
-        raise _fail(qid, f"question id {qid!r} is empty; use a non-empty string as the key")
+        raise ValueError("question id must not be None")
+    if isinstance(qid, bool) or not isinstance(qid, (str, int)) or (isinstance(qid, str) and not qid.strip()):
+        raise ValueError(f"question id must be a non-empty string, got {qid!r}")
 
 
-def _instructions_text(qid: Any, value: Any) -> str:
+_ANSWER_TEXT = "add the text the model should answer"
+
+
+def _instructions_text(qid: Any, definition: dict) -> str:
+    if "instructions" not in definition:
+        raise _fail(qid, f"no 'instructions'; {_ANSWER_TEXT}")
+    value = definition["instructions"]
     if value is None:
-        raise _fail(qid, "'instructions' is missing; give the question text as a string")
+        raise _fail(qid, f"'instructions' must not be None; {_ANSWER_TEXT}")
     if isinstance(value, str):
         text = value
     elif isinstance(value, (dict, list)) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
@@ -109,7 +113,7 @@ def _instructions_text(qid: Any, value: Any) -> str:
     else:
         raise _fail(qid, f"'instructions' must be a string (or JSON data), not {type(value).__name__}")
     if not text.strip() or (isinstance(value, (dict, list)) and not value):  # "[]" / "{}" ask nothing either
-        raise _fail(qid, "'instructions' is empty; give the question text")
+        raise _fail(qid, f"'instructions' must not be empty; {_ANSWER_TEXT}")
     return text
 
 
@@ -200,12 +204,11 @@ def check_question(qid: Any, definition: Any) -> Question:
     """Validate one question definition and return its normalised record."""
     _check_qid(qid)
     if not isinstance(definition, dict):
-        raise _fail(qid, f"the definition must be a dict with 'type' and 'instructions', "
-                         f"not {type(definition).__name__}")
+        raise _fail(qid, f"definition must be a dict, got {type(definition).__name__}")
     qtype = definition.get("type")
-    if qtype not in QTYPES:
-        raise _fail(qid, f"'type' is {qtype!r}; use one of 'choice', 'score', 'noul'")
-    instructions = _instructions_text(qid, definition.get("instructions"))
+    if not isinstance(qtype, str) or qtype not in QTYPES:  # str first: [] or {} must not reach the dict lookup
+        raise _fail(qid, f"unknown type {qtype!r}; use one of {sorted(QTYPES)}")
+    instructions = _instructions_text(qid, definition)
     criteria = definition.get("criteria")
     labels = _noul_labels(qid, qtype, definition.get("labels"))
     if qtype == "choice":

@@ -288,5 +288,5 @@ def test_question_sets_are_remembered_by_exact_content(agent):
     qs = checked_questions({"c": {"type": "choice", "instructions": "i", "criteria": [Label("a"), "b"]}})
     assert type(qs[0].labels[0]) is Label  # not plain data: validated every time, never from the cache
     for _ in range(2):  # invalid sets raise every time (nothing remembered)
-        with pytest.raises(ValueError, match="'type' is 'bad'"):
+        with pytest.raises(ValueError, match="unknown type 'bad'"):
             checked_questions({"c": {"type": "bad"}})

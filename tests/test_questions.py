@@ -6,9 +6,9 @@ from laya.questions import check_question, check_questions, keeps_tail, render_o
 
 
 @pytest.mark.parametrize("definition,fragment", [
-    ({"type": "pick", "instructions": "x"}, "'type' is 'pick'"),
-    ({"type": "noul"}, "'instructions' is missing"),
-    ({"type": "noul", "instructions": "  "}, "'instructions' is empty"),
+    ({"type": "pick", "instructions": "x"}, "unknown type 'pick'"),
+    ({"type": "noul"}, "no 'instructions'"),
+    ({"type": "noul", "instructions": "  "}, "'instructions' must not be empty"),
     ({"type": "choice", "instructions": "x"}, "criteria"),
     ({"type": "choice", "instructions": "x", "criteria": []}, "criteria"),
     ({"type": "choice", "instructions": "x", "criteria": [1, 1.0]}, "more than once"),
@@ -65,5 +65,5 @@ def test_states():
 
 @pytest.mark.parametrize("empty", [[], {}, "", "   "])
 def test_empty_instructions_of_any_form_are_refused(empty):
-    with pytest.raises(ValueError, match=r"^question 'q': 'instructions' is empty; give the question text"):
+    with pytest.raises(ValueError, match=r"^question 'q': 'instructions' must not be empty; add the text the model"):
         check_question("q", {"type": "noul", "instructions": empty})

@@ -1,0 +1,67 @@
+"""compat-0.4.15 §7 R-Q-1: the question check shared by Agent, ONNXAgent, serve and training."""
+
+import pytest
+
+from laya.questions import check_question, check_questions
+
+TYPES = "use one of ['choice', 'noul', 'score']"
+
+
+@pytest.mark.parametrize("bad", [[], {}, ["choice"], {"choice": 1}, set(), None, 0, True, "Choice", "yesno"])
+def test_unknown_or_unhashable_type_is_a_value_error_naming_the_question(bad):
+    with pytest.raises(ValueError) as err:
+        check_question("refund", {"type": bad, "instructions": "x", "criteria": ["a"]})
+    assert str(err.value) == f"question 'refund': unknown type {bad!r}; {TYPES}"
+
+
+def test_the_published_example():
+    with pytest.raises(ValueError) as err:
+        check_questions({"refund": {"type": [], "instructions": "Refund?"}})
+    assert str(err.value) == "question 'refund': unknown type []; use one of ['choice', 'noul', 'score']"
+
+
+@pytest.mark.parametrize("qid, text", [
+    (None, "question id must not be None"),
+    ("", "question id must be a non-empty string, got ''"),
+    ("  ", "question id must be a non-empty string, got '  '"),
+    (True, "question id must be a non-empty string, got True"),
+    (1.5, "question id must be a non-empty string, got 1.5"),
+])
+def test_question_id_texts(qid, text):
+    with pytest.raises(ValueError) as err:
+        check_questions({qid: {"type": "noul", "instructions": "x"}})
+    assert str(err.value) == text
+
+
+@pytest.mark.parametrize("definition, text", [
+    (["noul"], "question 'q': definition must be a dict, got list"),
+    ("noul", "question 'q': definition must be a dict, got str"),
+    ({"type": "noul"}, "question 'q': no 'instructions'; add the text the model should answer"),
+    ({"type": "noul", "instructions": None},
+     "question 'q': 'instructions' must not be None; add the text the model should answer"),
+    ({"type": "noul", "instructions": ""},
+     "question 'q': 'instructions' must not be empty; add the text the model should answer"),
+    ({"type": "noul", "instructions": " \n "},
+     "question 'q': 'instructions' must not be empty; add the text the model should answer"),
+    ({"type": "noul", "instructions": []},
+     "question 'q': 'instructions' must not be empty; add the text the model should answer"),
+])
+def test_definition_and_instructions_texts(definition, text):
+    with pytest.raises(ValueError) as err:
+        check_question("q", definition)
+    assert str(err.value) == text
+
+
+def test_int_ids_are_still_tolerated():
+    assert check_questions({7: {"type": "noul", "instructions": "x"}})[0].qid == 7
+
+
+def test_serve_answers_422_with_the_same_detail():
+    pytest.importorskip("fastapi")
+    from laya.serve import schema
+
+    with pytest.raises(schema.ApiError) as err:
+        schema.parse_single({"state": "x", "questions": {"refund": {"type": {}, "instructions": "x"}}},
+                            ["tiny"], lambda n: n, 8192)
+    assert err.value.status == 422
+    assert err.value.detail == "question 'refund': unknown type {}; use one of ['choice', 'noul', 'score']"
