@@ -18,7 +18,9 @@ ROUTES = [
     ("मुझे मेरे बिल के बारे में मदद चाहिए", "multilingual"),
     ("我的账单有问题，请帮我退款。", "multilingual"),
     ("أريد استرداد أموالي من فضلك", "multilingual"),
-    ("Please refund the charge on my card today.\nNo funciona para nada en mi teléfono.", "multilingual"),
+    # a foreign line in English text (compat §4.8); "para", "nada", "mi" alone are shared words that name no language
+    ("Please refund the charge on my card today, it was taken twice this week.\n"
+     "La tarjeta fue rechazada por el banco, necesito ayuda.", "multilingual"),
     # five han letters beside 38 Latin ones: under both non-Latin fractions, and no Latin language named (§4.4)
     ("Hi team, please refund the customer below today.\n请帮我退款", "english"),
     ({"message": "I need a refund for the order you sent me", "id": 7}, "english"),
