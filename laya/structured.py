@@ -2,7 +2,9 @@
 
 Torch-free. Each schema property becomes one question (enum -> choice, boolean -> noul, bounded
 integer -> score); the answers are projected back onto the schema's values. Anything the model cannot
-answer as one of those three types is refused with a `SchemaError` naming the property's path.
+answer as one of those three types is refused with a `SchemaError` naming the property ("properties.x").
+`decide`/`decide_batch` apply the `min_confidence` gate to what the runner returned themselves, so an
+answer below the threshold projects to None whatever the runner did with it.
 """
 
 from __future__ import annotations
@@ -212,7 +214,8 @@ def _property_field(root: dict, name: str, node: Any) -> SchemaField:
         return _score_field(name, node, path, nullable)
     if isinstance(kind, str) and kind in _REFUSED_TYPES:
         raise SchemaError(path, _REFUSED_TYPES[kind])
-    raise SchemaError(path, f"needs an 'enum', a boolean or a bounded integer, got {json.dumps(node, default=str)[:120]}")
+    shown = json.dumps(node, default=str)[:120]
+    raise SchemaError(path, f"needs an 'enum', a boolean or a bounded integer, got {shown}")
 
 
 def plan_from_json_schema(schema: Any) -> SchemaPlan:
