@@ -8,7 +8,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .calls import HookRun, answer_group, usage_of
+from ..hooks import aggregate_usage
+from .calls import HookRun, answer_group
 
 REQUEST_KEYS = ("state", "questions", "model", "task", "lang", "lang_guess", "max_len", "head_max_len")
 
@@ -107,7 +108,7 @@ class BatchRun:
             self.sizes.append((len(states), self.sort_by_length and size is not None and 1 < size < len(states)))
             for ctx, result in zip(group, results):
                 ctx.results = [result]
-                ctx.usage = usage_of(result)
+                ctx.usage = aggregate_usage([result])
 
     def sort_report(self) -> dict | None:
         """The diagnostics["sort_by_length"] entry, or None when nothing is to be written."""

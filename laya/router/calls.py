@@ -71,12 +71,6 @@ def answer_group(agent: Any, states: list, questions: dict, batch_size: Any, max
     return results
 
 
-def usage_of(result: Any) -> dict:
-    usage = result.get("usage") if isinstance(result, dict) else None
-    usage = usage if isinstance(usage, dict) else {}
-    return {k: usage.get(k, 0) for k in ("input_tokens", "output_tokens")}
-
-
 class HookRun:
     """The hooks of one Router call (process defaults -> installed on the Router -> this call's) and the
     call's min_confidence gate, applied to each context's results before its end hooks."""
@@ -84,13 +78,10 @@ class HookRun:
     def __init__(self, hooks: list, raise_errors: bool, timeout: float | None, lock: Any, threshold: Any):
         self.hooks, self.raise_errors, self.timeout, self.lock = hooks, raise_errors, timeout, lock
         self.threshold = threshold  # checked already; None = no gate
-        self.started: dict[int, float] = {}  # id(ctx) -> perf_counter at its start
-        self.skipped: set[int] = set()  # id(ctx) of calls a start hook answered (ctx.skip)
 
-    def context(self, **fields: Any) -> PredictContext:
-        ctx = PredictContext(**fields)
-        self.started[id(ctx)] = time.perf_counter()
-        return ctx
+    @staticmethod
+    def context(**fields: Any) -> PredictContext:
+        return PredictContext(**fields)
 
     def fire(self, event: str, ctx: PredictContext, raise_errors: bool | None = None) -> None:
         hooks_mod.fire(self.hooks, event, ctx, self.raise_errors if raise_errors is None else raise_errors,
@@ -99,16 +90,13 @@ class HookRun:
     def start(self, ctx: PredictContext) -> bool:
         """The start hooks; True when one of them answered the call."""
         self.fire("on_predict_start", ctx)
-        if ctx.results is not None:
-            self.skipped.add(id(ctx))
-            return True
-        return False
+        return ctx.results is not None
 
     def finish(self, ctx: PredictContext, failed: bool = False) -> None:
         """Gate the results a context holds, then its end hooks (a failing call's never raise)."""
         if self.threshold is not None and isinstance(ctx.results, list):
             apply_confidence_gate(ctx.results, self.threshold)
-        ctx.elapsed_ms = (time.perf_counter() - self.started.pop(id(ctx), time.perf_counter())) * 1000.0
+        ctx.elapsed_ms = (time.perf_counter() - ctx.started_at) * 1000.0
         self.fire("on_predict_end", ctx, False if failed else None)
 
     def fail(self, ctx: PredictContext, error: BaseException) -> None:
@@ -120,6 +108,6 @@ class HookRun:
     def with_routing(self, ctx: PredictContext, decision: Any) -> dict:
         """The call's result with `routing`; a result a start hook supplied keeps a `routing` it has."""
         result = ctx.results[0]
-        if id(ctx) in self.skipped and isinstance(result, dict) and "routing" in result:
+        if ctx.skipped and isinstance(result, dict) and "routing" in result:
             return result
         return {**result, "routing": dict(decision)}

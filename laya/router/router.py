@@ -18,7 +18,7 @@ from ..hooks import HookRegistry, PredictContext
 from ..structured import StructuredDecisions
 from . import policy
 from .batch import BatchRun, check_requests, request_lang
-from .calls import HookRun, answer_one, usage_of
+from .calls import HookRun, answer_one
 from .digests import check_digest_argument, env_digests, merged_digests
 from .policy import TYPED, RouteDecision
 from .pool import AgentPool
@@ -62,8 +62,9 @@ class Router(HookRegistry, StructuredDecisions):
             raise ValueError(f"max_loaded must be an integer (the most agents kept loaded), got {max_loaded!r}")
         self._check_lang_guess(lang_guess, "lang_guess")
         check_agent_kwargs(agent_kwargs)
-        self.hooks = hooks_mod.with_callables(hooks_mod.as_hooks(hooks), on_predict_start, on_predict_end)
-        self.hooks_raise, self.hooks_concurrent, self.hooks_timeout = hooks_raise, hooks_concurrent, hooks_timeout
+        self.hooks = hooks_mod.normalise_hooks(hooks, on_predict_start, on_predict_end)
+        self.hooks_raise, self.hooks_concurrent = hooks_raise, hooks_concurrent
+        self.hooks_timeout = hooks_mod.validate_timeout(hooks_timeout)
         self._hooks_lock = None if hooks_concurrent else threading.RLock()
         self.device, self.token, self.revision = device, token, revision
         self.auto_task_detection = bool(auto_task_detection)
@@ -245,14 +246,17 @@ class Router(HookRegistry, StructuredDecisions):
     # ---- hooks -----------------------------------------------------------------------------------
 
     def _compose_hooks(self, hooks: Any, on_start: Any = None, on_end: Any = None) -> list:
-        return [*hooks_mod.default_hooks(), *self.hooks,
-                *hooks_mod.with_callables(hooks_mod.as_hooks(hooks), on_start, on_end)]
+        return hooks_mod.compose_hooks(self.hooks, hooks, on_start, on_end)
+
+    def _timeout(self, hooks_timeout: Any) -> float | None:
+        """This call's hooks_timeout, checked (None: the Router's)."""
+        return self.hooks_timeout if hooks_timeout is None else hooks_mod.validate_timeout(hooks_timeout)
 
     def _hook_run(self, hooks: Any, on_start: Any, on_end: Any, hooks_raise: Any, hooks_timeout: Any,
                   threshold: Any) -> HookRun:
         return HookRun(self._compose_hooks(hooks, on_start, on_end),
-                       self.hooks_raise if hooks_raise is None else hooks_raise,
-                       self.hooks_timeout if hooks_timeout is None else hooks_timeout, self._hooks_lock, threshold)
+                       self.hooks_raise if hooks_raise is None else hooks_raise, self._timeout(hooks_timeout),
+                       self._hooks_lock, threshold)
 
     def _fire_lifecycle(self, event: str, name: str, agent: Any, error: BaseException | None = None) -> None:
         """on_load / on_evict / on_error outside a predict call; failures there never undo the load."""
@@ -315,6 +319,7 @@ class Router(HookRegistry, StructuredDecisions):
         if questions is not None and not isinstance(questions, dict):
             raise _questions_error(questions)
         self._check_lang_guess(lang_guess, "lang_guess")
+        timeout = self._timeout(hooks_timeout)
         decision = self._route_once(state, questions, model, task, lang, lang_guess, explain)
         call_hooks = self._compose_hooks(hooks)
         if not any(callable(getattr(h, "on_route", None)) for h in call_hooks):
@@ -322,7 +327,7 @@ class Router(HookRegistry, StructuredDecisions):
         ctx = PredictContext(states=[state], questions=questions or {}, decision=decision, model=decision.model,
                              router=self)
         hooks_mod.fire(call_hooks, "on_route", ctx, self.hooks_raise if hooks_raise is None else hooks_raise,
-                       self.hooks_timeout if hooks_timeout is None else hooks_timeout, self._hooks_lock)
+                       timeout, self._hooks_lock)
         return self._hook_decision(ctx.decision, decision)
 
     def _hook_decision(self, replaced: Any, original: RouteDecision) -> Any:
@@ -339,6 +344,7 @@ class Router(HookRegistry, StructuredDecisions):
     def route_batch(self, requests: list, hooks_timeout: float | None = None, *, hooks: Any = None,
                     hooks_raise: bool | None = None, explain: bool = False) -> list:
         checked = check_requests(requests)
+        self._timeout(hooks_timeout)
         return [self.route(r["state"], r["questions"], r.get("model"), r.get("task"), r.get("lang"),
                            r.get("lang_guess"), hooks, hooks_raise, hooks_timeout, explain=explain) for r in checked]
 
@@ -368,7 +374,7 @@ class Router(HookRegistry, StructuredDecisions):
             except Exception as e:
                 run.fail(ctx, e)
                 raise
-            ctx.results, ctx.usage = [result], usage_of(result)
+            ctx.results, ctx.usage = [result], hooks_mod.aggregate_usage([result])
         run.finish(ctx)
         return run.with_routing(ctx, decision)
 
@@ -431,6 +437,7 @@ class Router(HookRegistry, StructuredDecisions):
         call, and return results in input order with `routing` attached. Hooks run per request."""
         checked = check_requests(requests)
         threshold = self._threshold(min_confidence)
+        self._timeout(hooks_timeout)
         if diagnostics is not None and not isinstance(diagnostics, dict):
             raise TypeError("diagnostics must be a dict to fill in, or None")
         if batch_size is not None:
