@@ -1,77 +1,56 @@
 """`laya.common`: the shared arithmetic of inference, calibration and training in one namespace.
 
 Re-exports (one implementation each, defined where it is used):
-  from laya.questions:        QTYPES, QTYPE_NAMES, render_options
-  from laya.answers:          answer_confidence, confidence_from_probs
-  from laya.calibrate:        ece_score
-  from laya.train.objectives: proper_reward, td_lambda_targets (torch: resolved on first access, so
-                              `import laya.common` itself stays torch-free)
+  laya.questions:        QTYPES, QTYPE_NAMES, render_options, render_criterion
+  laya.answers:          TEMP_MIN, TEMP_MAX, clamp_temperature, temperature_rejected, temp_bucket,
+                         unpermute_probs, answer_confidence, confidence_from_probs
+  laya.calibrate:        ece_score
+  laya.parallel_layout:  OPTION_LAYOUTS (its LAYOUTS)
+  laya.sequence_names:   build_head, build_sequence, state_room, collate_items, encode_text,
+                         window_budget, collapsed_options, uses_parallel_layout, parallel_layout,
+                         parallel_option_masks (adapters under the published names and argument order)
+  torch-backed, resolved on first access so that `import laya.common` itself stays torch-free:
+  laya.model: DecisionModel, build_model; laya.device: amp_dtype;
+  laya.train.objectives: proper_reward, td_lambda_targets
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from .answers import answer_confidence, confidence_from_probs
+from .answers import (TEMP_MAX, TEMP_MIN, answer_confidence, clamp_temperature, confidence_from_probs,
+                      temp_bucket, temperature_rejected, unpermute_probs)
 from .calibrate import ece_score
-from .questions import QTYPE_NAMES, QTYPES, render_options
+from .parallel_layout import LAYOUTS as OPTION_LAYOUTS
+from .questions import QTYPE_NAMES, QTYPES, render_criterion, render_options
+from .sequence_names import (build_head, build_sequence, collapsed_options, collate_items, encode_text,
+                             parallel_layout, parallel_option_masks, state_room, uses_parallel_layout,
+                             window_budget)
 
-_TORCH = {"proper_reward": "laya.train.objectives", "td_lambda_targets": "laya.train.objectives"}
+_TORCH = {"proper_reward": "laya.train.objectives", "td_lambda_targets": "laya.train.objectives",
+          "DecisionModel": "laya.model", "build_model": "laya.model", "amp_dtype": "laya.device"}
 
-__all__ = ["QTYPES", "QTYPE_NAMES", "answer_confidence", "build_head", "build_sequence", "collate_items",
-           "confidence_from_probs", "ece_score", "proper_reward", "render_options", "state_room",
-           "td_lambda_targets"]
-
-
-# ---- sequence construction (§3.2, §3.3) under the spec's names: thin adapters over laya.sequence, which
-# imports torch (so they import it on first call, not here). `q` is a validated Question or a raw
-# definition dict (validated here, with the id "q" in its errors).
-
-def _question(q: Any) -> Any:
-    from .questions import Question, check_question
-
-    return q if isinstance(q, Question) else check_question("q", q)
+__all__ = ["DecisionModel", "OPTION_LAYOUTS", "QTYPES", "QTYPE_NAMES", "TEMP_MAX", "TEMP_MIN", "amp_dtype",
+           "answer_confidence", "build_head", "build_model", "build_sequence", "clamp_temperature",
+           "collapsed_options", "collate_items", "confidence_from_probs", "ece_score", "encode_text",
+           "parallel_layout", "parallel_option_masks", "proper_reward", "render_criterion", "render_options",
+           "resolve_lang_temperatures", "serialize_state", "state_room", "td_lambda_targets", "temp_bucket",
+           "temperature_rejected", "unpermute_probs", "uses_parallel_layout", "window_budget"]
 
 
-def _head_max_len(head_max_len: int | None) -> int:
-    from .sequence import DEFAULT_HEAD_MAX_LEN
-
-    return DEFAULT_HEAD_MAX_LEN if head_max_len is None else head_max_len
-
-
-def build_head(tok: Any, q: Any, head_max_len: int | None = None) -> Any:
-    """The question part of a row (laya.sequence.Head: ids, markers, tokens_per_option, distinct)."""
-    from . import sequence
-
-    return sequence.build_head(tok, _question(q), _head_max_len(head_max_len))
+def serialize_state(state: Any) -> str:
+    """The text a state contributes: a str as is, anything else as JSON (non-ASCII kept)."""
+    return state if isinstance(state, str) else json.dumps(state, ensure_ascii=False)
 
 
-def state_room(tok: Any, q: Any, max_len: int, head_max_len: int | None = None) -> int:
-    """State tokens that fit in this question's row: max(0, max_len - len(head) - 1)."""
-    from . import sequence
+def resolve_lang_temperatures(raw: Any, base_temperature: Any) -> dict:
+    """{primary subtag: {"temperature", "temperature_by_options"}} for an Agent's lang_temperatures
+    (laya.answers.resolve_lang_temperatures, whose rules and texts apply)."""
+    from .answers import resolve_lang_temperatures as resolve
 
-    return sequence.state_room(tok, _question(q), max_len, _head_max_len(head_max_len))
-
-
-def build_sequence(tok: Any, q: Any, state: Any, max_len: int, head_max_len: int | None = None) -> Any:
-    """One full row (laya.sequence.Row): head + as much state as fits (a list state keeps its tail) + [SEP]."""
-    from . import sequence
-    from .questions import keeps_tail, render_state
-
-    state_ids = sequence.encode(tok, sequence.scrub_mask(tok, render_state(state)))
-    return sequence.build_row(tok, _question(q), state_ids, keeps_tail(state), max_len, _head_max_len(head_max_len))
-
-
-def collate_items(rows: list, pad_id: int, parallel: bool = False) -> dict:
-    """Right-padded batch tensors of rows in (state, question) order: input_ids, attention_mask,
-    marker_pos, marker_mask, qtype; with `parallel` (spec 3.9) also position_ids and option_ids."""
-    from . import sequence
-
-    batch = sequence.collate(rows, pad_id, parallel)
-    items = dict(zip(("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"), batch.tensors()))
-    if parallel:
-        items.update(position_ids=batch.position_ids, option_ids=batch.option_ids)
-    return items
+    return {lang: {"temperature": temps, "temperature_by_options": by_options}
+            for lang, (temps, by_options) in resolve(raw, list(base_temperature)).items()}
 
 
 def __getattr__(name: str):

@@ -56,6 +56,11 @@ def _named_half(value: str | None) -> torch.dtype | None:
     return None
 
 
+def amp_dtype(name: str | None) -> torch.dtype:
+    """The autocast dtype a config names: "bf16" -> bfloat16, anything else float16."""
+    return torch.bfloat16 if name == "bf16" else torch.float16
+
+
 def mps_amp_min_rows() -> int:
     try:
         return max(1, int(os.environ.get("LAYA_MPS_AMP_MIN_ROWS", MPS_AMP_MIN_ROWS_DEFAULT)))

@@ -40,6 +40,8 @@ import threading
 
 __all__ = [
     "GPU_DTYPES",
+    "DTYPES",
+    "ACC",
     "gemm_kernel",
     "gemm_splitk_kernel",
     "gemm_geglu_kernel",
@@ -57,6 +59,7 @@ __all__ = [
 GPU_DTYPES = ("bfloat16", "float16")
 CPU_DTYPE = "float32"
 ACCUM = "float"  # every accumulation (GEMM, LayerNorm statistics, softmax) is fp32
+DTYPES, ACC = GPU_DTYPES, ACCUM  # the published names (compat R-P2-5); FAST resolves in __getattr__
 
 # Masked attention scores get this added rather than -inf: a row whose keys are all masked then
 # stays finite (padding rows are read back by the caller, and NaN would poison later layers).
@@ -84,6 +87,13 @@ def _gpu_pass_configs():
 def _cpu_pass_configs():
     # The C target cannot vectorise T.exp/erf over local buffers; a scalar loop is what we want anyway.
     return {"tirx.disable_vectorize": True}
+
+
+def __getattr__(name):
+    # FAST (the published name of the GPU pass configs) needs tilelang, which this module imports lazily
+    if name == "FAST":
+        return _gpu_pass_configs()
+    raise AttributeError(f"module 'laya.tl_kernels' has no attribute {name!r}")
 
 
 def _check_dtype(dtype: str, cpu: bool) -> None:

@@ -241,7 +241,7 @@ def test_collate_items_adds_the_parallel_ids_for_every_row(tiny_checkpoint):
     from laya.common import build_sequence, collate_items
 
     agent = laya.load(tiny_checkpoint, device="cpu")
-    rows = [build_sequence(agent.tok, TEAM, state, 256, 96) for state in ("refund please", "word " * 30)]
+    rows = [build_sequence(agent.tok, state, TEAM, 256, 96) for state in ("refund please", "word " * 30)]
     plain = collate_items(rows, agent.tok.pad_token_id)
     items = collate_items(rows, agent.tok.pad_token_id, parallel=True)
     assert set(plain) == {"input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"}

@@ -264,9 +264,9 @@ def test_sequence_names_of_laya_common(tok):
     assert head == build_head(tok, check_question("q", q), DEFAULT_HEAD_MAX_LEN)
     room = common.state_room(tok, q, 64)
     assert room == 64 - len(head.ids) - 1
-    row = common.build_sequence(tok, q, "word " * 200, 64)
+    row = common.build_sequence(tok, "word " * 200, q, 64)
     assert len(row.ids) == 64 and row.ids[:len(head.ids)] == list(head.ids) and row.state_tokens_dropped > 0
-    batch = common.collate_items([row, common.build_sequence(tok, q, "short", 64)], tok.pad_token_id)
+    batch = common.collate_items([row, common.build_sequence(tok, "short", q, 64)], tok.pad_token_id)
     assert list(batch) == ["input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"]
     assert batch["input_ids"].shape == (2, 64) and int(batch["attention_mask"][1].sum()) < 64
     with pytest.raises(ValueError, match="^question 'q': "):

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -77,6 +78,14 @@ def _episode_field(batch: Any, name: str) -> Any:
     return torch.as_tensor(value).reshape(-1).tolist()
 
 
+def _plain_target(batch: Any) -> Any:
+    """A copy of batch["target"] when the batch carries no episodes (no ep_group), else None."""
+    if not isinstance(batch, dict) or batch.get("ep_group") is not None or batch.get("target") is None:
+        return None
+    target = batch["target"]
+    return target.clone() if isinstance(target, torch.Tensor) else copy.deepcopy(target)
+
+
 def td_lambda_targets(p_true: Any, batch: Any, lam: float = 1.0) -> torch.Tensor:
     """TD(lambda) targets for multi-turn episodes: rows of one episode share `ep_group`, `ep_step` orders
     them; rows with a negative ep_group are single turns and keep their own value.
@@ -89,6 +98,9 @@ def td_lambda_targets(p_true: Any, batch: Any, lam: float = 1.0) -> torch.Tensor
     """
     if isinstance(lam, bool) or not (isinstance(lam, (int, float)) and 0.0 <= float(lam) <= 1.0):
         raise ValueError(f"td_lambda_targets: lam must be a number in [0, 1], got {lam!r}")
+    single_turn = _plain_target(batch)
+    if single_turn is not None:
+        return single_turn
     values = torch.as_tensor(p_true).detach().float()
     flat = values.reshape(-1)
     groups, steps = _episode_field(batch, "ep_group"), _episode_field(batch, "ep_step")

@@ -1,0 +1,155 @@
+"""Row construction under the published `laya.common` names and argument order (spec §3.2, §3.3, §3.9).
+
+Thin adapters over laya.sequence, laya.long and laya.parallel_layout. laya.sequence imports torch, so it
+is imported on first call, not here. `q` is a validated Question or a raw definition dict (validated with
+the id "q" in its errors).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+DEFAULT_MAX_LEN = 512
+DEFAULT_HEAD_MAX_LEN = 192
+
+
+def _question(q: Any, option_order: Any = None) -> Any:
+    from .questions import Question, check_question
+
+    q = q if isinstance(q, Question) else check_question("q", q)
+    if option_order is not None:
+        q = dataclasses.replace(q, option_order=tuple(int(i) for i in option_order))
+    return q
+
+
+class BuiltSequence(tuple):
+    """`(ids, markers)` of one row, which also reads as the laya.sequence.Row it wraps (.ids, .head,
+    .state_tokens_dropped, ...)."""
+
+    def __new__(cls, row: Any):
+        built = super().__new__(cls, (row.ids, row.markers))
+        built.row = row
+        return built
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["row"], name)
+
+
+def encode_text(tok: Any, text: Any, **kwargs: Any) -> Any:
+    """The tokenizer call, under the process-wide tokenizer lock (fast tokenizers are not re-entrant)."""
+    from .sequence import TOKENIZER_LOCK
+
+    with TOKENIZER_LOCK:
+        return tok(text, **kwargs)
+
+
+def build_head(tok: Any, q: Any, head_max_len: int = DEFAULT_HEAD_MAX_LEN, option_order: Any = None) -> Any:
+    """The question part of a row (laya.sequence.Head: ids, markers, tokens_per_option, distinct)."""
+    from . import sequence
+
+    return sequence.build_head(tok, _question(q, option_order), head_max_len)
+
+
+def state_room(tok: Any, q: Any, max_len: int = DEFAULT_MAX_LEN, head_max_len: int = DEFAULT_HEAD_MAX_LEN) -> int:
+    """State tokens that fit in this question's row: max(0, max_len - len(head) - 1)."""
+    from . import sequence
+
+    return sequence.state_room(tok, _question(q), max_len, head_max_len)
+
+
+def build_sequence(tok: Any, state: Any, q: Any, max_len: int = DEFAULT_MAX_LEN,
+                   head_max_len: int = DEFAULT_HEAD_MAX_LEN, option_order: Any = None, truncate_left: bool = False,
+                   state_ids: Any = None, return_stats: bool = False, return_truncation_stats: bool = False,
+                   return_layout: bool = False) -> Any:
+    """One row: head + as much state as fits (its end with truncate_left) + [SEP], as `(ids, markers)`;
+    each return_* flag appends a dict: head stats, truncation stats, parallel layout ids."""
+    from . import sequence
+    from .questions import render_state
+
+    question = _question(q, option_order)
+    if state_ids is None:
+        state_ids = sequence.encode(tok, sequence.scrub_mask(tok, render_state(state)))
+    row = sequence.build_row(tok, question, list(state_ids), bool(truncate_left), max_len, head_max_len)
+    built = BuiltSequence(row)
+    extras = []
+    if return_stats:
+        extras.append({"options": len(row.head.markers), "options_distinct": row.head.distinct,
+                       "tokens_per_option": row.head.tokens_per_option})
+    if return_truncation_stats:
+        total = row.state_tokens_used + row.state_tokens_dropped
+        extras.append({"state_tokens": total, "state_tokens_used": row.state_tokens_used,
+                       "state_tokens_dropped": row.state_tokens_dropped, "truncated": row.state_tokens_dropped > 0})
+    if return_layout:
+        extras.append(parallel_layout(row.markers, len(row.head.ids), len(row.ids)))
+    return (*built, *extras) if extras else built
+
+
+def collate_items(rows: list, pad_id: int, parallel: bool = False) -> dict:
+    """Right-padded batch tensors of rows in (state, question) order: input_ids, attention_mask,
+    marker_pos, marker_mask, qtype; with `parallel` (spec 3.9) also position_ids and option_ids."""
+    from . import sequence
+
+    batch = sequence.collate([getattr(r, "row", r) for r in rows], pad_id, parallel)
+    items = dict(zip(("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"), batch.tensors()))
+    if parallel:
+        items.update(position_ids=batch.position_ids, option_ids=batch.option_ids)
+    return items
+
+
+def window_budget(tok: Any, questions: Any, max_len: int = DEFAULT_MAX_LEN, head_max_len: int = DEFAULT_HEAD_MAX_LEN,
+                  window: int | None = None, stride: int | None = None) -> tuple[int, int, int]:
+    """(window, stride, room) as predict_long sizes them (its warnings and errors included)."""
+    from .long import window_plan
+    from .questions import check_questions
+
+    qs = check_questions(questions)
+    if not qs:
+        raise ValueError("window_budget needs at least one question")
+    room = min(state_room(tok, q, max_len, head_max_len) for q in qs)
+    effective, step = window_plan(0, room, max_len, head_max_len, window, stride)
+    return effective, step, room
+
+
+def _option_stats(item: Any) -> tuple[int, int, int | None]:
+    if isinstance(item, dict):
+        return item["options"], item["options_distinct"], item.get("tokens_per_option")
+    head = getattr(item, "head", item)  # a Row or BuiltSequence carries its Head
+    return len(head.markers), head.distinct, head.tokens_per_option
+
+
+def collapsed_options(qids: Any, items: Any) -> dict:
+    """{qid: {"total", "distinct", "tokens_per_option"}} for the questions whose option spans were squeezed
+    or became identical (the usage["options"] block); items are heads, rows or head-stats dicts."""
+    out = {}
+    for qid, item in zip(qids, items):
+        total, distinct, per = _option_stats(item)
+        if per is not None or distinct < total:
+            out[qid] = {"total": total, "distinct": distinct, "tokens_per_option": per}
+    return out
+
+
+def uses_parallel_layout(cfg: Any) -> bool:
+    """Whether a config asks for the parallel option layout (None/absent = sequential)."""
+    from .parallel_layout import LAYOUTS
+
+    layout = cfg.get("option_layout") if isinstance(cfg, dict) else getattr(cfg, "option_layout", None)
+    layout = "sequential" if layout is None else layout
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        raise ValueError(f"option_layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+    return layout == "parallel"
+
+
+def parallel_layout(markers: Any, head_len: int, length: int) -> dict:
+    """{"position_ids", "option_ids"} (lists of ints) of one row in the parallel option layout."""
+    from .parallel_layout import row_positions
+
+    positions, options = row_positions(length, head_len, markers)
+    return {"position_ids": [int(v) for v in positions], "option_ids": [int(v) for v in options]}
+
+
+def parallel_option_masks(attention_mask: Any, position_ids: Any, option_ids: Any, sliding_window: Any) -> dict:
+    """The per-layer attention masks of the parallel layout (laya.parallel_layout.parallel_masks)."""
+    from .parallel_layout import parallel_masks
+
+    return parallel_masks(attention_mask, position_ids, option_ids, sliding_window)
