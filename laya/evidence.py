@@ -81,9 +81,13 @@ def inspect_report(report_path: str) -> dict:
     return {"state": PRESENT, "fields": fields}
 
 
-def relate(calibration_block: Any, report_fields: dict) -> dict:
-    """Whether the report and the checkpoint's calibration record name the same data."""
+def relate(calibration_block: Any, report_fields: Any) -> dict:
+    """Whether the report and the checkpoint's calibration record name the same data (`report_fields` may
+    also be an `inspect_report` result)."""
     block = calibration_block if isinstance(calibration_block, dict) else {}
+    if isinstance(report_fields, dict) and isinstance(report_fields.get("fields"), dict):
+        report_fields = report_fields["fields"]
+    report_fields = report_fields if isinstance(report_fields, dict) else {}
     shared = [k for k in SHARED_IDENTITY if block.get(k) is not None and report_fields.get(k) is not None]
     if not shared:
         return {"state": UNKNOWN, "reason": "the report and the calibration record share no data fingerprint"}

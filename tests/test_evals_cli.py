@@ -194,6 +194,19 @@ def test_onnx_run_and_agreement(tiny_checkpoint, agent, gold, tmp_path, capsys):
     assert code == 0 and res["against"]["runtime"] == "onnx" and res["agreement"]["all"]["argmax_agreement"] == 1.0
     assert main(["run", "--model", tiny_checkpoint, "--onnx", str(tmp_path / "missing.onnx"), "--data", gold]) == 2
     assert "missing.onnx" in capsys.readouterr().err
+    # the published design: run DATASET --onnx PATH (OnnxRunner); an example naming another checkpoint is refused
+    rows = tmp_path / "published.jsonl"
+    rows.write_text(json.dumps({"state": "refund please", "questions": {"intent": INTENT},
+                                "expected": {"intent": "refund"}}) + "\n", encoding="utf-8")
+    report = tmp_path / "report.json"
+    assert main(["run", str(rows), "--model", tiny_checkpoint, "--onnx", graph, "--json", str(report)]) == 0
+    assert json.loads(report.read_text())["config"]["runner"] == "onnx"
+    capsys.readouterr()
+    with open(rows, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"state": "x", "questions": {"intent": INTENT}, "expected": {"intent": "bug"},
+                            "model": "multilingual"}) + "\n")
+    assert main(["run", str(rows), "--model", tiny_checkpoint, "--onnx", graph]) == 2
+    assert "the ONNX runner serves only" in capsys.readouterr().err
 
 
 # ---- review fixes ----------------------------------------------------------------------------------------

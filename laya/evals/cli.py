@@ -148,6 +148,5 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _dispatch(args)
     except (EvalError, OSError, ValueError) as e:
-        message = e.args[0] if isinstance(e, (FileNotFoundError, EvalError)) and e.args else e
-        print(f"laya-evals: {message}", file=sys.stderr)
+        print(f"laya-evals: {e}", file=sys.stderr)
         return 2

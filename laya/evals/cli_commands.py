@@ -137,7 +137,7 @@ def _run_inputs(args: Any) -> tuple[Dataset, list, EvalReport | None, dict]:
     if args.calibration is not None and args.onnx is None:
         raise EvalError("--calibration needs --onnx (the Router applies each checkpoint's own calibration)")
     dataset = Dataset.from_jsonl(args.dataset)
-    model, _ = _custom_model(args.model)
+    model = None if args.onnx is not None else _custom_model(args.model)[0]  # the ONNX agent serves one model
     if model is not None:
         dataset = Dataset([dataclasses.replace(ex, model=ex.model or model) for ex in dataset], path=dataset.path)
     evaluators = default_evaluators() + [ScoreWithin(t) for t in args.score_within or []]

@@ -32,7 +32,7 @@ def _check_row(row: Any, where: str) -> None:
         raise EvalError(f"{where} 'questions' must be an object")
     if not isinstance(row["expected"], dict):
         raise EvalError(f"{where} 'expected' must be an object keyed by question id")
-    unknown = [str(q) for q in row["expected"] if q not in row["questions"]]
+    unknown = sorted(str(q) for q in row["expected"] if q not in row["questions"])
     if unknown:
         raise EvalError(f"{where} 'expected' names unknown question(s): {', '.join(unknown)}")
     if "tags" in row and row["tags"] is not None and not isinstance(row["tags"], list):
@@ -41,13 +41,6 @@ def _check_row(row: Any, where: str) -> None:
         value = row.get(key)
         if value is not None and not isinstance(value, str):
             raise EvalError(f"{where} {key!r} must be a string or null, got {type(value).__name__}")
-
-
-def _check_questions(questions: dict, where: str) -> None:
-    try:
-        check_questions(questions)  # the library's own validation, as at inference
-    except (ValueError, TypeError) as e:
-        raise EvalError(f"{where}: {e}") from None
 
 
 @dataclass
@@ -68,7 +61,6 @@ class Example:
     def from_dict(cls, row: Any, where: str = "row") -> "Example":
         """An Example from one JSON row; `EvalError` naming `where` when the row is malformed."""
         _check_row(row, where)
-        _check_questions(row["questions"], where)
         return cls(row["state"], row["questions"], row["expected"], tuple(row.get("tags") or ()),
                    row.get("language"), row.get("model"))
 
@@ -98,7 +90,6 @@ class Dataset:
             if not isinstance(ex, Example):
                 raise EvalError(f"{where} must be an Example, got {type(ex).__name__}")
             _check_row(ex.to_dict(), where)
-            _check_questions(ex.questions, where)
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -138,12 +129,18 @@ class Dataset:
 
 # ---- fingerprints --------------------------------------------------------------------------------------
 
-def _question_schema(q: Any) -> str:
-    schema = {"qid": str(q.qid), "type": q.qtype, "instructions": q.instructions,
-              "labels": [str(label) for label in q.labels], "criteria": list(q.option_texts)}
-    if q.option_order is not None:
-        schema["option_order"] = list(q.option_order)
-    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def _question_schema(qid: Any, definition: Any) -> str:
+    """Canonical JSON of one question as the model sees it (the raw definition when it does not validate)."""
+    try:
+        (q,) = check_questions({qid: definition})
+    except (ValueError, TypeError):
+        schema = {"qid": str(qid), "definition": definition}
+    else:
+        schema = {"qid": str(q.qid), "type": q.qtype, "instructions": q.instructions,
+                  "labels": [str(label) for label in q.labels], "criteria": list(q.option_texts)}
+        if q.option_order is not None:
+            schema["option_order"] = list(q.option_order)
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr)
 
 
 def questions_fingerprint(dataset: Any) -> str:
@@ -152,7 +149,7 @@ def questions_fingerprint(dataset: Any) -> str:
     schemas = set()
     for ex in examples:
         questions = ex.questions if isinstance(ex, Example) else ex["questions"]
-        schemas.update(_question_schema(q) for q in check_questions(questions))
+        schemas.update(_question_schema(qid, d) for qid, d in questions.items())
     digest = hashlib.sha256()
     for schema in sorted(schemas):
         digest.update((schema + "\n").encode("utf-8"))

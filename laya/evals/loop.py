@@ -46,7 +46,9 @@ def _batch_mode(runner: Any, batch_size: int | None) -> str:
 def _check_call(runner: Any, dataset: Any, batch_size: Any, on_error: Any, min_confidence: Any) -> Dataset:
     if not callable(getattr(runner, "predict", None)):
         raise EvalError(f"runner must have a predict(state, questions) method, got {type(runner).__name__}")
-    if not isinstance(dataset, Dataset):
+    if isinstance(dataset, str):
+        dataset = Dataset.from_jsonl(dataset)
+    elif not isinstance(dataset, Dataset):
         dataset = Dataset(dataset)
     if on_error not in ON_ERROR:
         raise EvalError(f"on_error must be 'fail' or 'skip', got {on_error!r}")

@@ -184,15 +184,14 @@ class EvalReport:
 
     def compare(self, baseline: Any, tolerances: dict | None = None) -> tuple[bool, dict]:
         """(ok, deltas): each baseline metric against this report's, within its tolerance (default 0);
-        `_ms` metrics only when given a tolerance."""
+        `_ms` metrics only when given a tolerance. Entries of reports that are not comparable (see
+        `comparable_to`) say `"incomparable": true` and fail."""
         tol = check_tolerances(tolerances)
         other = _as_report(baseline)
-        comparable, reasons = self.comparable_to(other)
-        if not comparable:
-            return False, {"incomparable": reasons}
+        comparable = self.comparable_to(other)[0]
         names = [m for m in other.overall if not m.endswith("_ms") or m in tol]
         names += [m for m in tol if m not in names]
-        deltas, ok = {}, True
+        deltas, ok = {}, comparable
         for m in names:
             base, value, t = other.overall.get(m), self.overall.get(m), tol.get(m, 0.0)
             if base is None and m not in tol:
@@ -204,6 +203,8 @@ class EvalReport:
             else:
                 entry["diff"] = float(value) - float(base)
                 ok = ok and not regressed(m, float(base), float(value), t)
+            if not comparable:
+                entry["incomparable"] = True
             deltas[m] = entry
         return ok, deltas
 
@@ -211,7 +212,7 @@ class EvalReport:
 def failing_deltas(deltas: dict) -> dict:
     out = {}
     for m, d in deltas.items():
-        if m == "incomparable" or d.get("missing") or \
+        if d.get("incomparable") or d.get("missing") or \
                 (d.get("diff") is not None and regressed(m, d["baseline"], d["value"], d["tolerance"])):
             out[m] = d
     return out
