@@ -1,5 +1,5 @@
-"""The MCP server's tool logic (laya.mcp.tools, spec §1.11) on the tiny checkpoint, without the `mcp` package;
-the remote path (LAYA_BASE_URL) against a local HTTP stub; server.py's registration when `mcp` is installed."""
+"""`LayaTools` (the class form of laya.mcp.tools, compat 0.4.15 §19) on the tiny checkpoint, without the `mcp`
+package; the remote path (LAYA_BASE_URL -> RemoteRouter) against a local HTTP stub."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from laya.mcp.tools import REMOTE_TOOLS, TOOL_NAMES, LayaTools
+from laya.mcp.tools import TOOL_NAMES, LayaTools
 
 STATE = {"message": "My card was charged twice for the same order, please refund me."}
 QUESTIONS = {
@@ -28,9 +28,10 @@ def call(tools: LayaTools, name: str, **kwargs) -> dict:
 
 
 def error_code(out: dict) -> str:
-    assert "error" in out, out
-    assert set(out["error"]) >= {"code", "message"}
-    return out["error"]["code"]
+    """The failure payload of compat 0.4.15 §20: {"error": "<code>", "message": ...}."""
+    assert set(out) == {"error", "message"}, out
+    assert isinstance(out["error"], str) and isinstance(out["message"], str)
+    return out["error"]
 
 
 @pytest.fixture(scope="module")
@@ -43,39 +44,35 @@ def tools(agent):
 def test_tool_names_match_the_spec():
     assert TOOL_NAMES == ("laya_status", "laya_route", "laya_route_batch", "laya_predict", "laya_predict_batch",
                           "laya_shortlist", "laya_tournament", "laya_preset", "laya_decide", "laya_predict_long")
-    assert set(REMOTE_TOOLS) <= set(TOOL_NAMES)
 
 
 def test_status_reports_the_served_agent(tools):
     out = call(tools, "laya_status")
-    assert out["status"] == "ok" and out["mode"] == "local"
-    assert out["served"] == ["local"] and out["default"] == "local" and out["loaded"] == ["local"]
+    assert out["mode"] == "local" and out["router_ready"] is True
+    assert "english" in out["loaded"] and set(out["checkpoint_devices"].values()) == {"cpu"}
     assert out["device"] == "cpu" and out["device_is_preference"] is False
-    assert out["cpu_fallbacks"]["local"]["count"] == 0
-    assert out["tools"] == list(TOOL_NAMES)
+    assert out["package_versions"]["laya"]
 
 
 def test_status_does_not_call_a_factory():
     called = []
     tools = LayaTools(lambda: called.append(1), env={})
     out = call(tools, "laya_status")
-    assert out["ready"] is False and out["loaded"] == [] and called == []
+    assert out["router_ready"] is False and out["loaded"] == [] and called == []
 
 
-def test_route_loads_nothing_and_stays_on_the_served_checkpoint(tools):
+def test_route_loads_nothing(tools):
     out = call(tools, "laya_route", state=STATE, questions=QUESTIONS)
-    assert out["model"] == "local" and isinstance(out["reason"], str)
-    assert out["detection"] is None or isinstance(out["detection"], dict)
-    out = call(tools, "laya_route", state=STATE, model="local")
+    assert set(out) == {"model", "repo", "reason"} and out["model"] in ("english", "multilingual")
+    out = call(tools, "laya_route", state=STATE, questions=QUESTIONS, model="local")
     assert out["model"] == "local" and "explicit model" in out["reason"]
 
 
 def test_predict_matches_the_agent(tools, agent):
     out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS)
     assert list(out["answers"]) == list(QUESTIONS)
-    assert out["routing"]["model"] == "local"
+    assert out["routing"]["model"] == "english"
     assert out["device"] == "cpu" and out["latency_ms"] >= 0
-    assert out["usage"]["input_tokens"] > 0
     direct = agent.predict(STATE, QUESTIONS, lang=(out["routing"].get("detection") or {}).get("language"))
     assert out["answers"] == json.loads(json.dumps(direct["answers"]))
 
@@ -94,24 +91,26 @@ def test_predict_batch_in_input_order(tools):
     other = {"spam": {"type": "noul", "instructions": "Is it spam?"}}
     states = [STATE, {"message": "Hello, how do I reset my password?"}, {"message": "WIN A FREE PRIZE NOW"}]
     requests = [{"state": states[0], "questions": QUESTIONS}, {"state": states[1], "questions": QUESTIONS},
-                {"state": states[2], "questions": other}]
+                {"state": states[2], "questions": other, "model": "local"}]
     out = call(tools, "laya_predict_batch", requests=requests)
-    assert [list(r["answers"]) for r in out["results"]] == [list(QUESTIONS), list(QUESTIONS), ["spam"]]
-    assert all(r["routing"]["model"] == "local" and r["device"] == "cpu" for r in out["results"])
-    assert out["total_usage"]["input_tokens"] == sum(r["usage"]["input_tokens"] for r in out["results"])
-    for request, result in zip(requests, out["results"]):
+    assert [list(r["answers"]) for r in out["requests"]] == [list(QUESTIONS), list(QUESTIONS), ["spam"]]
+    assert all(r["device"] == "cpu" for r in out["requests"])
+    assert sum(out["model_counts"].values()) == 3 and out["model_counts"]["local"] == 1
+    assert out["total_latency_ms"] >= out["per_request_latency_ms"] >= 0
+    for request, result in zip(requests, out["requests"]):
         single = call(tools, "laya_predict", **request)
         assert single["answers"] == result["answers"]
     sized = call(tools, "laya_predict_batch", requests=requests, batch_size=1, sort_by_length=True, hooks_timeout=5,
                  min_confidence=0.5)
     assert [r["answers"]["spam" if "spam" in r["answers"] else "angry"]["abstention_threshold"]
-            for r in sized["results"]] == [0.5, 0.5, 0.5]
+            for r in sized["requests"]] == [0.5, 0.5, 0.5]
 
 
 def test_route_batch(tools):
-    out = call(tools, "laya_route_batch", requests=[{"state": STATE}, {"state": STATE, "questions": QUESTIONS,
-                                                                      "model": "local"}])
-    assert [r["model"] for r in out["routes"]] == ["local", "local"]
+    out = call(tools, "laya_route_batch", requests=[{"state": STATE, "questions": QUESTIONS},
+                                                    {"state": STATE, "questions": QUESTIONS, "model": "local"}])
+    assert [d["model"] for d in out["decisions"]][1] == "local"
+    assert sum(out["model_counts"].values()) == 2
 
 
 def test_shortlist_narrows_long_choices(tools):
@@ -122,7 +121,7 @@ def test_shortlist_narrows_long_choices(tools):
     block = out["shortlist"]["pick"]
     assert block["k"] == 5 and block["options"] == 30 and len(block["kept"]) == 5
     assert set(out["answers"]["pick"]["probabilities"]) == set(labels)
-    assert out["routing"]["model"] == "local" and out["device"] == "cpu"
+    assert out["device"] == "cpu"
 
 
 def test_tournament_narrows_in_rounds(tools):
@@ -131,23 +130,19 @@ def test_tournament_narrows_in_rounds(tools):
     out = call(tools, "laya_tournament", state=STATE, questions=questions, group_size=8)
     assert out["answers"]["pick"]["choice"] in labels
     assert "pick" in out["tournament"] and out["tournament"]["pick"]["rounds"]
-    assert out["routing"]["model"] == "local"
     assert error_code(call(tools, "laya_tournament", state=STATE, questions=questions, group_size=1)) \
-        == "invalid_argument"
+        == "invalid_group_size"
 
 
 def test_presets(tools):
     out = call(tools, "laya_preset", preset="triage", state=STATE)
     assert list(out["answers"]) == ["intent", "is_urgent", "frustration", "refund_requested", "churn_risk"]
-    assert out["preset"] == "triage" and out["state_key"] == "message" and "note" not in out
-    out = call(tools, "laya_preset", preset="Email", state={"body": "Invoice attached"},
-               categories=["billing", "other"])
-    assert set(out["answers"]["category"]["probabilities"]) == {"billing", "other"}
-    out = call(tools, "laya_preset", preset="guard", state=STATE)
-    assert out["state_key"] == "prompt" and "note" in out
-    assert error_code(call(tools, "laya_preset", preset="nope", state=STATE)) == "unknown_preset"
-    assert error_code(call(tools, "laya_preset", preset="guard", state=STATE, categories=["a"])) \
-        == "invalid_argument"
+    assert out["preset"] == "triage"
+    out = call(tools, "laya_preset", preset="Router", state={"text": "Plan a database migration"})
+    assert out["preset"] == "model_router"
+    assert error_code(call(tools, "laya_preset", preset="nope", state=STATE)) == "invalid_preset"
+    assert error_code(call(tools, "laya_preset", preset="guard", state=STATE, model="english")) \
+        == "invalid_request"  # laya_preset takes no model (compat 0.4.15 §20)
 
 
 def test_decide_fills_a_schema(tools):
@@ -160,11 +155,11 @@ def test_decide_fills_a_schema(tools):
     assert out["values"]["intent"] in ("refund", "help", "other")
     assert isinstance(out["values"]["angry"], bool) and out["values"]["urgency"] in (1, 2, 3)
     assert set(out["probabilities"]["angry"]) == {"false", "true"}
-    assert out["routing"]["model"] == "local" and out["device"] == "cpu"
+    assert out["device"] == "cpu"
     out = call(tools, "laya_decide", state=STATE, schema=schema, min_confidence=1.0)
     assert all(v is None for v in out["values"].values())
     bad = call(tools, "laya_decide", state=STATE, schema={"type": "object", "properties": {"x": {"type": "string"}}})
-    assert error_code(bad) == "invalid_schema" and "x" in bad["error"]["message"]
+    assert error_code(bad) == "invalid_schema" and "x" in bad["message"]
     assert error_code(call(tools, "laya_decide", state=STATE, schema=["x"])) == "invalid_schema"
 
 
@@ -173,8 +168,8 @@ def test_predict_long(tools):
     out = call(tools, "laya_predict_long", state=state, questions=QUESTIONS, window=64, stride=32)
     assert "error" not in out, out
     assert list(out["answers"]) == list(QUESTIONS)
-    windows = out["usage"]["windows"]
-    assert windows > 1 and out["routing"]["model"] == "local" and out["device"] == "cpu"
+    windows = out["windows"]
+    assert windows > 1 and out["device"] == "cpu"
     for answer in out["answers"].values():
         block = answer["window"]
         assert block["count"] == windows and 0 <= block["index"] < windows
@@ -183,7 +178,7 @@ def test_predict_long(tools):
 
 # ---- structured errors ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("state", ["plain text", ["turn"], None, 3])
+@pytest.mark.parametrize("state", ["plain text", ["turn"], None, 3, {}])
 def test_non_dict_state(tools, state):
     out = call(tools, "laya_predict", state=state, questions=QUESTIONS)
     assert error_code(out) == "invalid_state"
@@ -192,55 +187,59 @@ def test_non_dict_state(tools, state):
 def test_bad_questions(tools):
     bad = {"q": {"type": "bogus", "instructions": "?"}}
     out = call(tools, "laya_predict", state=STATE, questions=bad)
-    assert error_code(out) == "invalid_questions" and out["error"]["message"].startswith("question 'q'")
+    assert error_code(out) == "invalid_questions" and out["message"].startswith("question 'q'")
     assert error_code(call(tools, "laya_predict", state=STATE, questions=["q"])) == "invalid_questions"
     assert error_code(call(tools, "laya_predict", state=STATE, questions={})) == "invalid_questions"
     many = {"q": {"type": "choice", "instructions": "?", "criteria": [str(i) for i in range(101)]}}
-    assert error_code(call(tools, "laya_predict", state=STATE, questions=many)) == "limit_exceeded"
+    out = call(tools, "laya_predict", state=STATE, questions=many)
+    assert error_code(out) == "invalid_questions" and "101 > 100" in out["message"]
     out = call(tools, "laya_predict_batch", requests=[{"state": STATE, "questions": QUESTIONS},
                                                       {"state": STATE, "questions": bad}])
-    assert error_code(out) == "invalid_questions"
+    assert error_code(out) == "invalid_questions" and out["message"].startswith("requests[1]")
 
 
 def test_bad_controls(tools):
     assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, min_confidence=2)) \
         == "invalid_min_confidence"
     assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, max_len=-1)) \
-        == "invalid_argument"
-    assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, max_len=10 ** 6)) \
-        == "invalid_argument"
+        == "invalid_max_len"
+    assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, head_max_len=True)) \
+        == "invalid_head_max_len"
     assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, model="/some/path")) \
         == "invalid_model"
-    assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, model="english")) \
-        == "model_not_served"
-    assert error_code(call(tools, "laya_predict_batch", requests=[])) == "invalid_requests"
+    assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, model=3)) == "invalid_model"
+    assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, lang=3)) == "invalid_lang"
+    assert error_code(call(tools, "laya_predict_batch", requests=[])) == "invalid_request"
     assert error_code(call(tools, "laya_predict_batch", requests=[{"state": STATE, "questions": QUESTIONS,
-                                                                   "hooks": 1}])) == "invalid_requests"
+                                                                   "hooks": 1}])) == "invalid_request"
     assert error_code(call(tools, "laya_predict_batch", requests=[{"state": STATE, "questions": QUESTIONS}],
-                           batch_size=-2)) == "invalid_argument"
-    assert error_code(call(tools, "laya_route_batch", requests=[{"state": "x"}])) == "invalid_state"
+                           batch_size=-2)) == "invalid_batch_size"
+    assert error_code(call(tools, "laya_predict_batch", requests=[{"state": STATE, "questions": QUESTIONS}],
+                           hooks_timeout=-1)) == "invalid_hooks_timeout"
+    assert error_code(call(tools, "laya_route_batch", requests=[{"state": "x", "questions": QUESTIONS}])) \
+        == "invalid_state"
     assert error_code(json.loads(tools.call("laya_nope"))) == "unknown_tool"
-    assert error_code(json.loads(tools.call("laya_predict", {"state": STATE}))) == "invalid_argument"
+    assert error_code(json.loads(tools.call("laya_predict", {"state": STATE}))) == "invalid_request"
 
 
 class Exploding:
-    """An agent whose inference fails with internals in the message."""
+    """An agent whose inference fails unexpectedly."""
 
     device = "cpu"
     model_id_or_path = "exploding"
 
     def predict(self, *a, **k):
-        raise RuntimeError("secret internals at /srv/weights")
+        raise RuntimeError("boom at /srv/weights")
 
     predict_batch = predict
 
 
-def test_unexpected_failures_do_not_leak(caplog):
+def test_unexpected_failures_are_internal_errors(caplog):
     tools = LayaTools(Exploding(), env={})
     with caplog.at_level("ERROR", logger="laya.mcp"):
         out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS)
-    assert error_code(out) == "internal_error" and "secret" not in out["error"]["message"]
-    assert "secret internals" in caplog.text
+    assert error_code(out) == "internal_error" and out["message"] == "RuntimeError: boom at /srv/weights"
+    assert "boom" in caplog.text
 
 
 def test_models_not_ready():
@@ -249,30 +248,28 @@ def test_models_not_ready():
 
     out = call(LayaTools(factory, env={}), "laya_predict", state=STATE, questions=QUESTIONS)
     assert error_code(out) == "models_not_ready"
-    tools = LayaTools(env={"LAYA_EXTRA_MODELS": json.dumps({"gone": "/nonexistent/laya-ckpt"}), "LAYA_DEVICE": "cpu"})
-    out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS)
-    assert error_code(out) == "models_not_ready" and out["error"]["model"] == "gone"
+    env = {"LAYA_EXTRA_MODELS": json.dumps({"gone": "/nonexistent/laya-ckpt"}), "LAYA_DEVICE": "cpu",
+           "LAYA_PRELOAD": "0"}
+    out = call(LayaTools(env=env), "laya_predict", state=STATE, questions=QUESTIONS, model="gone")
+    assert error_code(out) == "models_not_ready"
+    out = call(LayaTools(env={**env, "LAYA_PRELOAD": "1"}), "laya_predict", state=STATE, questions=QUESTIONS)
+    assert error_code(out) == "internal_error" and out["message"].startswith("router construction failed: ")
 
 
 def test_env_built_router(tiny_checkpoint):
     tools = LayaTools(env={"LAYA_EXTRA_MODELS": json.dumps({"tiny": tiny_checkpoint}), "LAYA_DEVICE": "cpu",
-                           "LAYA_MAX_TOKEN_BUDGET": "256"})
-    status = call(tools, "laya_status")
-    assert status["served"] == ["tiny"] and status["default"] == "tiny" and status["loaded"] == []
-    out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS)
+                           "LAYA_DEFAULT_MODEL": "tiny"})
+    out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS, model="tiny")
     assert out["routing"]["model"] == "tiny" and out["device"] == "cpu"
-    assert call(tools, "laya_status")["loaded"] == ["tiny"]
-    assert error_code(call(tools, "laya_predict", state=STATE, questions=QUESTIONS, max_len=512)) \
-        == "invalid_argument"
+    status = call(tools, "laya_status")
+    assert status["loaded"] == ["tiny"] and status["checkpoint_devices"] == {"tiny": "cpu"}
 
 
-def test_bad_env_is_refused():
-    with pytest.raises(ValueError, match="LAYA_REMOTE_TIMEOUT"):
-        LayaTools(env={"LAYA_REMOTE_TIMEOUT": "soon"})
-    with pytest.raises(ValueError, match="LAYA_BASE_URL"):
-        LayaTools(env={"LAYA_BASE_URL": "ftp://x"})
-    with pytest.raises(ValueError, match="LAYA_MAX_LOADED"):
-        LayaTools(env={"LAYA_MAX_LOADED": "many"})
+def test_bad_env_is_reported():
+    out = call(LayaTools(env={"LAYA_EXTRA_MODELS": "{"}), "laya_predict", state=STATE, questions=QUESTIONS)
+    assert error_code(out) == "internal_error" and "LAYA_EXTRA_MODELS" in out["message"]
+    out = call(LayaTools(env={"LAYA_BASE_URL": "ftp://x"}), "laya_predict", state=STATE, questions=QUESTIONS)
+    assert error_code(out) == "internal_error" and "base_url must be an HTTP(S) server URL" in out["message"]
 
 
 # ---- remote (LAYA_BASE_URL) -----------------------------------------------------------------------------
@@ -315,7 +312,8 @@ class Stub(BaseHTTPRequestHandler):
     def do_GET(self):
         Stub.calls.append(("GET", self.path, self.headers.get("Authorization"), None))
         if self.path == "/health":
-            self.send(200, {"status": "ok", "loaded": ["english"], "device": "cuda:0"})
+            self.send(200, {"status": "ok", "loaded": ["english"], "device": "cuda", "device_is_preference": False,
+                            "checkpoint_devices": {"english": "cuda"}})
         else:
             self.send(404, {"detail": "not found"})
 
@@ -355,99 +353,68 @@ def remote(url, **env):
 def test_remote_status_and_predict(stub):
     tools = remote(stub)
     out = call(tools, "laya_status")
-    assert out["mode"] == "remote" and out["status"] == "ok" and out["server"]["device"] == "cuda:0"
-    assert out["base_url"] == stub and out["tools"] == list(REMOTE_TOOLS)
+    assert out["mode"] == "remote" and out["server"]["status"] == "ok" and out["device"] == "cuda"
+    assert out["base_url"] == stub and out["router_preload"] is False and out["router_ready"] is True
+    assert out["loaded"] == ["english"]
     out = call(tools, "laya_predict", state=STATE, questions=QUESTIONS, model="english", lang="en", max_len=256,
                min_confidence=0.5)
     assert list(out["answers"]) == list(QUESTIONS) and out["routing"]["model"] == "english"
-    assert out["device"] == "remote" and out["latency_ms"] >= 0 and out["inference_ms"] == 1.5
     method, path, auth, body = Stub.calls[-1]
     assert (method, path, auth) == ("POST", "/v1/systemone", "Bearer k3y")
-    assert body == {"state": STATE, "questions": QUESTIONS, "model": "english", "lang": "en", "max_len": 256,
+    assert body == {"state": STATE, "questions": QUESTIONS, "model": "english", "max_len": 256, "lang": "en",
                     "min_confidence": 0.5}
     assert Stub.calls[0][:3] == ("GET", "/health", "Bearer k3y")
 
 
-def test_remote_predict_batch_groups_by_questions(stub):
+def test_remote_predict_batch_posts_one_request_each(stub):
     tools = remote(stub)
     other = {"spam": {"type": "noul", "instructions": "Is it spam?"}}
     requests = [{"state": {"message": "a"}, "questions": QUESTIONS}, {"state": {"message": "b"}, "questions": other},
                 {"state": {"message": "c"}, "questions": QUESTIONS}]
     out = call(tools, "laya_predict_batch", requests=requests, batch_size=2)
-    assert [r["routing"]["state"]["message"] for r in out["results"]] == ["a", "b", "c"]
-    assert [list(r["answers"]) for r in out["results"]] == [list(QUESTIONS), ["spam"], list(QUESTIONS)]
+    assert [r["routing"]["state"]["message"] for r in out["requests"]] == ["a", "b", "c"]
+    assert [list(r["answers"]) for r in out["requests"]] == [list(QUESTIONS), ["spam"], list(QUESTIONS)]
     posts = [c for c in Stub.calls if c[0] == "POST"]
-    assert len(posts) == 2 and all(c[1] == "/v1/systemone/batch" and c[3]["batch_size"] == 2 for c in posts)
-    assert out["total_usage"]["input_tokens"] == 30
-    assert error_code(call(tools, "laya_predict_batch", requests=requests, hooks_timeout=3)) == "unsupported_remote"
+    assert len(posts) == 3 and all(c[1] == "/v1/systemone" and "batch_size" not in c[3] for c in posts)
+    out = call(tools, "laya_predict_batch", requests=requests, hooks_timeout=3)
+    assert error_code(out) == "unsupported_remote"
 
 
-def test_remote_preset_decide_tournament(stub):
+def test_remote_preset_decide_and_local_routing(stub):
     tools = remote(stub)
     out = call(tools, "laya_preset", preset="triage", state=STATE)
     assert out["answers"]["intent"]["choice"] == "refund"
     schema = {"type": "object", "properties": {"angry": {"type": "boolean"}, "tone": {"enum": ["calm", "rude"]}}}
     out = call(tools, "laya_decide", state=STATE, schema=schema)
-    assert out["values"] == {"angry": False, "tone": "calm"} and out["device"] == "remote"
-    labels = [f"o{i}" for i in range(20)]
-    out = call(tools, "laya_tournament", state=STATE, group_size=8,
-               questions={"pick": {"type": "choice", "instructions": "?", "criteria": labels}})
-    assert out["answers"]["pick"]["choice"] in labels and "pick" in out["tournament"]
-    rounds = [c[3] for c in Stub.calls if c[0] == "POST"][2:]  # after the preset and decide calls
-    assert len(rounds) >= 2
-    assert all(len(q["criteria"]) <= 8 for body in rounds for q in body["questions"].values())
+    assert out["values"] == {"angry": False, "tone": "calm"}
+    before = len(Stub.calls)
+    out = call(tools, "laya_route", state=STATE, questions=QUESTIONS)  # routes here: nothing is sent
+    assert out["model"] in ("english", "multilingual") and len(Stub.calls) == before
 
 
 def test_remote_errors(stub):
     tools = remote(stub)
-    for name, kwargs in (("laya_route", {"state": STATE}), ("laya_route_batch", {"requests": [{"state": STATE}]}),
-                         ("laya_shortlist", {"state": STATE, "questions": QUESTIONS}),
+    labels = {"pick": {"type": "choice", "instructions": "?", "criteria": [f"o{i}" for i in range(20)]}}
+    for name, kwargs in (("laya_shortlist", {"state": STATE, "questions": QUESTIONS}),
+                         ("laya_tournament", {"state": STATE, "questions": labels}),
                          ("laya_predict_long", {"state": STATE, "questions": QUESTIONS})):
-        out = call(tools, name, **kwargs)
-        assert error_code(out) == "unsupported_remote" and "LAYA_BASE_URL" in out["error"]["message"]
+        assert error_code(call(tools, name, **kwargs)) == "unsupported_remote"
     assert Stub.calls == []
     down = remote("http://127.0.0.1:9")
-    assert error_code(call(down, "laya_predict", state=STATE, questions=QUESTIONS)) == "remote_unavailable"
-    assert error_code(call(down, "laya_status")) == "remote_unavailable"
+    assert error_code(call(down, "laya_predict", state=STATE, questions=QUESTIONS)) == "unreachable"
+    status = call(down, "laya_status")
+    assert status["server"] is None and status["server_error"].startswith("unreachable") and status["loaded"] == []
 
 
 def test_remote_http_error_mapping(stub, monkeypatch):
     import laya.mcp.tools as tools_mod
 
-    monkeypatch.setattr(tools_mod, "_questions", lambda questions, *a, **k: questions)  # let the server judge
+    monkeypatch.setattr(tools_mod, "validate_questions", lambda questions, *a, **k: questions)  # the server judges
     out = call(remote(stub), "laya_predict", state=STATE, questions={"q": {"type": "bogus", "instructions": "?"}})
-    assert error_code(out) == "invalid_questions" and out["error"]["status"] == 422
-    assert "question 'q'" in out["error"]["message"]
+    assert error_code(out) == "invalid_request" and out["message"] == "question 'q': type must be choice, score or noul"
 
 
-# ---- server.py ------------------------------------------------------------------------------------------
-
-def test_server_registers_every_tool():
-    pytest.importorskip("mcp")
-    import asyncio
-
-    from laya.mcp.server import build_server
-
-    server = build_server(LayaTools(env={}))
-    listed = asyncio.run(server.list_tools())
-    assert [t.name for t in listed] == list(TOOL_NAMES)
-    predict = next(t for t in listed if t.name == "laya_predict")
-    schema = predict.input_schema if hasattr(predict, "input_schema") else predict.inputSchema
-    assert schema["required"] == ["state", "questions"]
-    assert schema["properties"]["state"]["type"] == "object"
-
-
-def test_server_without_mcp_names_the_extra(monkeypatch, capsys):
-    for name in [m for m in sys.modules if m == "mcp" or m.startswith("mcp.")] or ["mcp"]:
-        monkeypatch.setitem(sys.modules, name, None)
-    monkeypatch.setitem(sys.modules, "mcp", None)
-    from laya.mcp import server
-
-    with pytest.raises(ImportError, match=r"pip install 'laya\[mcp\]'"):
-        server.build_server(LayaTools(env={}))
-    assert server.main([]) == 2
-    assert "pip install 'laya[mcp]'" in capsys.readouterr().err
-
+# ---- the package --------------------------------------------------------------------------------------
 
 def test_pyproject_declares_script_and_extra():
     import os
@@ -463,41 +430,17 @@ def test_pyproject_declares_script_and_extra():
 def test_tools_module_is_torch_free():
     import subprocess
 
-    code = "import sys, laya.mcp.tools, laya.mcp.server; print('torch' in sys.modules)"
+    code = "import sys, laya.mcp.tools; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
-
-
-def test_server_passes_wrong_types_to_the_tools():
-    """The advertised schema says object, but a string state still reaches the tool: a structured error."""
-    pytest.importorskip("mcp")
-    import asyncio
-
-    from laya.mcp.server import build_server
-
-    server = build_server(LayaTools(env={}))
-    result = asyncio.run(server.call_tool("laya_route", {"state": "plain text"}))
-    text = result.content[0].text
-    assert json.loads(text)["error"]["code"] == "invalid_state"
-
-
-# ---- review fixes ----------------------------------------------------------------------------------------
-
-def test_predict_batch_questions_error_names_the_request(tools):
-    bad = {"q": {"type": "bogus", "instructions": "?"}}
-    out = call(tools, "laya_predict_batch", requests=[{"state": STATE, "questions": QUESTIONS},
-                                                      {"state": STATE, "questions": bad}])
-    assert error_code(out) == "invalid_questions" and out["error"]["message"].startswith("requests[1]: ")
-    many = {"q": {"type": "choice", "instructions": "?", "criteria": [str(i) for i in range(101)]}}
-    out = call(tools, "laya_predict_batch", requests=[{"state": STATE, "questions": many}])
-    assert error_code(out) == "limit_exceeded" and out["error"]["message"].startswith("requests[0]: ")
 
 
 def test_shortlist_embedding_cache_lets_evicted_agents_go(tiny_checkpoint):
     import gc
     import weakref
 
+    from laya.mcp import tools as tools_mod
     from laya.router import Router
 
     router = Router(models={"a": tiny_checkpoint, "b": tiny_checkpoint}, default="a", device="cpu", max_loaded=1)
@@ -510,7 +453,7 @@ def test_shortlist_embedding_cache_lets_evicted_agents_go(tiny_checkpoint):
     assert router.loaded == ["b"]
     gc.collect()
     assert first() is None, "the evicted agent is still referenced (embedding cache)"
-    assert len(tools._embed_fns) == 1
+    assert len(tools_mod._EMBED_FNS) == 1
 
 
 def _choice(k: int) -> dict:
@@ -518,18 +461,18 @@ def _choice(k: int) -> dict:
 
 
 @pytest.mark.parametrize("questions, kwargs, words", [
-    ({"big": _choice(101)}, {}, "question 'big' has 101 options; the limit here is 100; use laya_tournament"),
-    ({"big": _choice(30)}, {"max_choice": 20}, "question 'big' has 30 options; the limit here is 20"),
+    ({"big": _choice(101)}, {}, "too many choice options for 'big' (101 > 100); use laya_tournament"),
+    ({"big": _choice(30)}, {"max_choice": 20}, "too many choice options for 'big' (30 > 20)"),
     ({"lv": {"type": "score", "instructions": "How?", "criteria": [str(i) for i in range(33)]}}, {},
-     "question 'lv' has 33 levels; the limit is 32"),
-    ({f"q{i}": _choice(100) for i in range(6)}, {}, "the questions have 600 options in all; the limit is 512"),
+     "too many score levels for 'lv' (33 > 32)"),
+    ({f"q{i}": _choice(100) for i in range(6)}, {}, "too many answer options across questions (600 > 512)"),
 ])
 def test_question_size_limits_name_the_breach(questions, kwargs, words):
-    from laya.mcp.tools import ToolError, _questions
+    from laya.mcp.tools import ToolError, validate_questions
 
     with pytest.raises(ToolError) as raised:
-        _questions(questions, **kwargs)
-    assert raised.value.code == "limit_exceeded" and raised.value.message.startswith(words)
+        validate_questions(questions, **kwargs)
+    assert raised.value.code == "invalid_questions" and raised.value.message.startswith(words)
     if "max_choice" in kwargs:
         assert "laya_tournament" not in raised.value.message
-    assert _questions({"ok": _choice(3)}) == {"ok": _choice(3)}  # within the limits: returned as given
+    assert validate_questions({"ok": _choice(3)}) == {"ok": _choice(3)}  # within the limits: returned as given
