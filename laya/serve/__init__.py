@@ -2,9 +2,11 @@
 
     laya serve --model support=/models/support-v2 --default-model support --port 8000
     LAYA_API_KEY=... LAYA_BATCH_WINDOW_MS=2 laya-serve
+    uvicorn laya.serve:create_app --factory      # reads the LAYA_* variables itself
     laya serve --ray --replicas 4        # Ray Serve, one replica per GPU
 
-Needs the `serve` extra (fastapi, uvicorn); `--ray` needs the `ray` extra.
+Needs the `serve` extra (fastapi, uvicorn); `--ray` needs the `ray` extra. Importing this package imports
+neither FastAPI nor torch: the limits below are plain constants.
 """
 
 from __future__ import annotations
@@ -12,17 +14,46 @@ from __future__ import annotations
 from typing import Any
 
 from .config import ServeConfig, from_args, from_env
+from .limits import (BATCH_BODY_CALL_CONTROLS, BATCH_BODY_ITEM_CONTROLS, BATCH_BODY_OUT_PARAMETERS, BODY_CONTROLS,
+                     BODY_REFUSALS, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_LOG_LEVEL, DEFAULT_MAX_BATCH_TOKENS,
+                     DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_TOKEN_BUDGET, DEFAULT_PORT, LIVENESS_ONLY, MAX_BATCH_STATES,
+                     MAX_BODY_BYTES, MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS, MAX_STATE_CHARS,
+                     MAX_TOTAL_OPTIONS, MAX_TOURNAMENT_CHOICE_OPTIONS)
 
-__all__ = ["ServeConfig", "create_app", "from_args", "from_env", "main"]
+__all__ = ["BATCH_BODY_CALL_CONTROLS", "BATCH_BODY_ITEM_CONTROLS", "BATCH_BODY_OUT_PARAMETERS", "BODY_CONTROLS",
+           "BODY_REFUSALS", "DEFAULT_BODY_READ_TIMEOUT", "DEFAULT_LOG_LEVEL", "DEFAULT_MAX_BATCH_TOKENS",
+           "DEFAULT_MAX_CONCURRENT", "DEFAULT_MAX_TOKEN_BUDGET", "DEFAULT_PORT", "LIVENESS_ONLY", "MAX_BATCH_STATES",
+           "MAX_BODY_BYTES", "MAX_CHOICE_OPTIONS", "MAX_QUESTIONS", "MAX_SCORE_LEVELS", "MAX_STATE_CHARS",
+           "MAX_TOTAL_OPTIONS", "MAX_TOURNAMENT_CHOICE_OPTIONS", "ServeConfig", "build_router", "create_app",
+           "from_args", "from_env", "main"]
 
 
-def create_app(cfg: ServeConfig | None = None, router: Any = None) -> Any:
+def create_app(router: Any = None, *, cfg: ServeConfig | None = None) -> Any:
+    """The ASGI app. `router` (a laya Router, or any object with `predict`) replaces the one `build_router()`
+    makes; without `cfg` every setting is read from the LAYA_* variables now (and three on each request)."""
     from .app import create_app as build
 
-    return build(cfg, router)
+    return build(router, cfg=cfg)
+
+
+def build_router() -> Any:
+    """The Router the LAYA_* variables describe, preloaded unless LAYA_PRELOAD is false (SystemExit naming a
+    malformed variable)."""
+    from .router_env import build_router as build
+
+    return build()
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`laya serve` / `laya-serve`: flags, then LAYA_* variables, then uvicorn (or Ray Serve with --ray)."""
     from .main import main as run
 
     return run(argv)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Router":  # looked up here at call time, so a caller may stand in its own class
+        from ..router import Router
+
+        return Router
+    raise AttributeError(f"module 'laya.serve' has no attribute {name!r}")

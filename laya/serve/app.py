@@ -2,48 +2,51 @@
 
 Order of work for a decision request: bearer key (401) -> admission (503 + Retry-After) -> size- and
 time-capped body read (413 / 408) -> JSON and shape (400) -> limits (413) -> the library's validation and
-routing (422) -> queue room (429 + Retry-After) -> the batcher -> response. Nothing that fails before the
+routing (422) -> queue room (503 + Retry-After) -> the batcher -> response. Nothing that fails before the
 batcher reaches it; a failure inside it is 422 for the library's ValueError/TypeError and a bare 500 for
-anything else (the traceback goes to the server log only).
+anything else (the traceback goes to the server log only). Every status and text is in `errors.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import json
 import logging
-import threading
+import os
 import time
 from typing import Any
 
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
 from .. import hooks as hooks_mod
 from ..registry import DEFAULT_MODELS
+from . import injected
 from .auth import bearer_ok
 from .batcher import Batcher, Item
-from .config import ServeConfig
+from .body import may_hold_surrogate, parse_json
+from .config import MAIN_ONLY, ServeConfig, SettingError, from_env, request_settings
+from .errors import CLIENT_CLOSED, ApiError, fail, library
+from .gc_policy import GC_THRESHOLD, FrozenHeap  # noqa: F401 - GC_THRESHOLD re-exported
+from .health import PublicRepo, description, health, known_names, missing_local_sources
 from .jev import project
+from .limits import LIVENESS_ONLY, MAX_CHOICE_OPTIONS, MAX_TOURNAMENT_CHOICE_OPTIONS
 from .metrics import Metrics
-from .schema import (MAX_CHOICE_OPTIONS, MAX_CHOICE_OPTIONS_TOURNAMENT, ApiError, Decision, parse_batch, parse_json,
-                     parse_single)
+from .schema import Decision, Limits, parse_batch, parse_single
 
 log = logging.getLogger("laya.serve")
 SINGLE, BATCH = "/v1/systemone", "/v1/systemone/batch"
-# Young-generation collections every 20k net allocations instead of 700 (gc_freeze on): a request allocates a few
-# thousand tracked objects, most freed by reference counting long before a collection would look at them.
-GC_THRESHOLD = (20000, 20, 20)
 INLINE_ROUTE_CHARS = 4096  # states up to this many characters are routed on the event loop (language detection
 # on 4k characters takes well under a millisecond; longer ones go to a thread so they never block the loop)
 _timeout = getattr(asyncio, "timeout", None)  # Python 3.11+: a deadline without wrapping the read in a new task
 
 
 def build_router(cfg: ServeConfig) -> Any:
+    """The Router of a `ServeConfig` (the `laya serve` flags); `laya.serve.build_router()` reads the env."""
     from ..router import Router
 
     return Router(models=dict(cfg.extra_models), device=cfg.device, max_loaded=cfg.max_loaded,
@@ -54,7 +57,7 @@ def build_router(cfg: ServeConfig) -> Any:
 def served_names(cfg: ServeConfig, router: Any) -> list[str]:
     """The checkpoints this server answers with: `models` (LAYA_MODELS) when given, else the custom ones named by
     --model/LAYA_EXTRA_MODELS when any are, else every registered one."""
-    names = cfg.models or tuple(cfg.extra_models) or tuple(router.registered)
+    names = cfg.models or tuple(cfg.extra_models) or tuple(known_names(router))
     try:
         return list(dict.fromkeys(router.resolve(n) for n in names))
     except ValueError as e:
@@ -62,40 +65,53 @@ def served_names(cfg: ServeConfig, router: Any) -> list[str]:
 
 
 def with_x_tournament(result: dict) -> dict:
-    """The library's `tournament` block moved onto each narrowed answer as `x_tournament`."""
+    """The library's `tournament` block moved onto each narrowed answer as `x_tournament` (finalists, rounds and
+    option_order_dropped when it was)."""
     block = result.get("tournament")
     out = {k: v for k, v in result.items() if k != "tournament"}
     if block:
-        out["answers"] = {qid: {**a, "x_tournament": block[qid]} if qid in block else a
-                          for qid, a in result["answers"].items()}
+        out["answers"] = {qid: {**a, "x_tournament": {k: v for k, v in block[qid].items() if k != "options"}}
+                          if qid in block else a for qid, a in result["answers"].items()}
     return out
 
 
 class Server:
     """State shared by the routes: router, batcher, metrics, admission count."""
 
-    def __init__(self, cfg: ServeConfig, router: Any = None):
-        self.cfg = cfg
+    def __init__(self, cfg: ServeConfig, router: Any = None, live_env: bool = False):
+        self.cfg, self.live_env = cfg, live_env  # live_env: LAYA_* per-request variables are read on each request
         self.router = router if router is not None else build_router(cfg)
-        self.served = served_names(cfg, self.router)
-        # A server with no shipped (Hub) checkpoint among the ones it serves never reaches for the Hub: requests
-        # without `model` go to its default (LAYA_DEFAULT_MODEL when served, else the first served name), and a
-        # request naming an unserved checkpoint is refused. Otherwise routing is the Router's, lazy loads and all.
-        custom = {self.router.resolve(n) for n in cfg.extra_models}
-        self.custom_only = not any(n in DEFAULT_MODELS and n not in custom for n in self.served)
-        default = self.router.default
-        self.auto_default = default if default in self.served else self.served[0]
-        self.max_choice_options = MAX_CHOICE_OPTIONS_TOURNAMENT if cfg.tournament_group else MAX_CHOICE_OPTIONS
+        self.batched = injected.batchable(self.router)
+        self.public_repo = PublicRepo()
+        self.served = served_names(cfg, self.router) if self.batched else list(getattr(self.router, "loaded", []))
+        self.custom_only, self.auto_default = False, getattr(self.router, "default", None)
+        if self.batched:
+            self._check_sources()
+            # A server with no shipped (Hub) checkpoint among the ones it serves never reaches for the Hub:
+            # requests without `model` go to its default (LAYA_DEFAULT_MODEL when served, else the first served
+            # name), and a request naming an unserved checkpoint is refused.
+            custom = {self.router.resolve(n) for n in cfg.extra_models}
+            self.custom_only = not any(n in DEFAULT_MODELS and n not in custom for n in self.served)
+            self.auto_default = self.auto_default if self.auto_default in self.served else self.served[0]
+        self.max_choice_options = MAX_TOURNAMENT_CHOICE_OPTIONS if cfg.tournament_group else MAX_CHOICE_OPTIONS
         self.metrics = Metrics()
         self.batcher = Batcher(self._infer, window_ms=cfg.batch_window_ms, max_rows=cfg.max_batch_rows,
                                max_batch_tokens=cfg.max_batch_tokens, batching=cfg.batching,
                                on_forward=self._on_forward)
+        self.heap = FrozenHeap(cfg.gc_freeze)
         self.admitted = 0
         self.last_request = time.monotonic()
-        self._gc_lock = threading.Lock()
-        self._gc_names: frozenset | None = None  # the checkpoints loaded when the heap was last frozen
-        self._gc_saved: tuple | None = None  # the thresholds to restore on stop
         self._children: dict = {}  # labelled metric children, looked up once
+
+    def _check_sources(self) -> None:
+        """Fail at start, naming them, when configured local checkpoints are not on disk (--no-preload would
+        otherwise start and answer every request with a 500)."""
+        served = set(self.served)
+        sources = {n: s for n, s in self.cfg.extra_models.items() if self.router.resolve(n) in served}
+        missing = missing_local_sources(sources)
+        if missing:
+            raise ValueError(f"laya serve: no checkpoint at {'; '.join(missing)}; fix the path in --model or "
+                             "LAYA_EXTRA_MODELS (a local checkpoint directory or a Hub id)")
 
     def child(self, metric: Any, *labels: str) -> Any:
         key = (id(metric), labels)
@@ -112,40 +128,22 @@ class Server:
             import torch
 
             torch.set_num_threads(self.cfg.threads)
+        if not self.batched:
+            return
         if self.custom_only and self.auto_default != self.router.default:
             log.info("laya serve: serving %s only; requests without 'model' go to %r", ", ".join(self.served),
                      self.auto_default)
         if self.cfg.preload:
             self.router.preload(self.served)
-        self.settle_gc()
+        self.heap.settle(self.router.loaded)
         self.batcher.start()
 
     def stop(self) -> None:
         self.batcher.stop()
-        with self._gc_lock:  # the thresholds go back; frozen objects stay frozen (gc.unfreeze() releases them)
-            if self._gc_saved is not None:
-                gc.set_threshold(*self._gc_saved)
-                self._gc_saved = self._gc_names = None
+        self.heap.restore()
 
     def settle_gc(self) -> None:
-        """With gc_freeze: collect what loading left behind, then move every survivor (modules, weights, tokenizer
-        and registry tables) to the permanent generation, and collect the young generation less often. A full
-        collection over the ~400k objects a loaded server holds took 90-300 ms with the GIL held, stalling every
-        request in flight; frozen, it scans only what requests allocated. Runs again when the loaded set changes:
-        after a lazy load it collects and freezes the newcomer; after an eviction or an idle unload it unfreezes
-        everything first, so the unloaded checkpoint's objects can be freed."""
-        if not self.cfg.gc_freeze:
-            return
-        with self._gc_lock:
-            names = frozenset(self.router.loaded)
-            if self._gc_saved is None:
-                self._gc_saved = gc.get_threshold()
-                gc.set_threshold(*GC_THRESHOLD)
-            if self._gc_names is not None and not names >= self._gc_names:
-                gc.unfreeze()  # something was unloaded: its frozen objects must become collectable again
-            gc.collect()
-            gc.freeze()
-            self._gc_names = names
+        self.heap.settle(self.router.loaded)
 
     async def unload_when_idle(self) -> None:
         limit = self.cfg.idle_unload_seconds
@@ -160,13 +158,15 @@ class Server:
 
     def _infer(self, name: str, states: list, questions: dict, options: dict) -> list:
         agent = self.router.load(name)
-        if self._gc_saved is not None and frozenset(self.router.loaded) != self._gc_names:
+        if self.heap.stale(self.router.loaded):
             self.settle_gc()  # a checkpoint was loaded or evicted since the heap was frozen
-        if self.cfg.tournament_group:
+        options = dict(options)
+        group = options.pop("tournament_group", 0)
+        if group:
             from ..shortlist import predict_tournament_batch
 
-            results = [with_x_tournament(r) for r in
-                       predict_tournament_batch(agent, states, questions, self.cfg.tournament_group, **options)]
+            results = [with_x_tournament(r) for r in predict_tournament_batch(agent, states, questions, group,
+                                                                              **options)]
         else:
             results = agent.predict_batch(states, questions, **options)
         tokens = sum(r.get("usage", {}).get("input_tokens", 0) for r in results)
@@ -186,8 +186,7 @@ class Server:
     @contextlib.contextmanager
     def admission(self):
         if self.admitted >= self.cfg.max_concurrent:
-            raise ApiError(503, f"the server is at its limit of {self.cfg.max_concurrent} concurrent requests; "
-                                "retry shortly", {"Retry-After": "1"})
+            raise fail("busy")
         self.admitted += 1
         inflight = self.child(self.metrics.inflight)
         inflight.set(self.admitted)
@@ -204,17 +203,16 @@ class Server:
             try:
                 size = int(declared)
             except ValueError:
-                raise ApiError(400, f"Content-Length {declared!r} is not a number") from None
+                raise fail("bad_content_length", value=declared) from None
             if size > limit:
-                raise ApiError(413, f"the body is {size} bytes; the limit is {limit} bytes",
-                               {"Connection": "close"})
+                raise fail("body_too_large")
 
         async def read() -> bytes:
             chunks, size = [], 0
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > limit:
-                    raise ApiError(413, f"the body is over the limit of {limit} bytes", {"Connection": "close"})
+                    raise fail("body_too_large")
                 chunks.append(chunk)
             return b"".join(chunks)
 
@@ -224,8 +222,20 @@ class Server:
                     return await read()
             return await asyncio.wait_for(read(), self.cfg.body_read_timeout)
         except asyncio.TimeoutError:
-            raise ApiError(408, f"the body did not arrive within {self.cfg.body_read_timeout:g} s; send it at once",
-                           {"Connection": "close"}) from None
+            raise fail("read_timeout") from None
+
+    def unknown_model(self, value: str, router_text: str) -> str:
+        """The unknown-model text for a path or repo a client named: on a server of custom checkpoints only,
+        the names it serves (the router knows more than it answers with)."""
+        if not self.custom_only:
+            return router_text
+        return f"unknown model {value!r}; choose one of {sorted(self.served)!r}"
+
+    def limits(self, cfg: ServeConfig, body: bytes) -> Limits:
+        resolve = getattr(self.router, "resolve", None)
+        return Limits(known_names(self.router) if self.batched else [], resolve if callable(resolve) else str,
+                      cfg.max_token_budget, self.max_choice_options, cfg.tournament_group, may_hold_surrogate(body),
+                      self.unknown_model)
 
     def route(self, d: Decision) -> Any:
         """The router's decision, kept to the served checkpoints on a server of custom checkpoints only."""
@@ -233,8 +243,8 @@ class Server:
         if not self.custom_only or decision.model in self.served:
             return decision
         if d.model is not None or (d.task is not None and d.task.strip()):
-            raise ValueError(f"model {decision.model!r} is not served here; this server answers with "
-                             f"{', '.join(self.served)} (or send no 'model' to use {self.auto_default!r})")
+            raise fail("model_not_served", model=decision.model, served=", ".join(self.served),
+                       default=self.auto_default)
         chosen = self.router.route(d.state, d.questions, self.auto_default)
         reason = (f"served default {self.auto_default!r} (routing chose {decision.model!r}, which this server does "
                   f"not serve: {decision.reason})")
@@ -247,7 +257,7 @@ class Server:
             try:
                 decision = self.route(d)
             except (ValueError, TypeError) as e:
-                raise ApiError(422, str(e)) from None
+                raise library(e) from None
             lang = d.lang if d.lang is not None else (decision.get("detection") or {}).get("language")
             options = {"lang": lang, "max_len": d.max_len, "head_max_len": d.head_max_len,
                        "min_confidence": d.min_confidence}
@@ -255,11 +265,13 @@ class Server:
                 options["batch_size"] = d.batch_size
             if d.sort_by_length:
                 options["sort_by_length"] = True
+            if d.narrow:
+                options["tournament_group"] = self.cfg.tournament_group
             key = (decision["model"], d.questions_key or json.dumps(d.questions, ensure_ascii=False), d.max_len,
                    d.head_max_len, lang, json.dumps(d.min_confidence, sort_keys=True), d.batch_size,
-                   d.sort_by_length)
+                   d.sort_by_length, d.narrow)
             item = Item(key, decision["model"], d.state, d.questions, d.n_questions, d.row_width, options)
-            out.append((item, dict(decision)))
+            out.append((item, self.public_repo(dict(decision))))
         return out
 
     def route_inline(self, decisions: list[Decision]) -> bool:
@@ -270,8 +282,8 @@ class Server:
             return False
         return all(d.model is not None for d in decisions) or sum(d.chars for d in decisions) <= INLINE_ROUTE_CHARS
 
-    async def decide(self, decisions: list[Decision]) -> tuple[list[dict], dict]:
-        """Route, queue and await; the caller's 'arriving' slot is handed back once queued (or refused)."""
+    async def queue(self, decisions: list[Decision], max_batch_tokens: int) -> tuple[list, list]:
+        """Route and submit; the caller's 'arriving' slot is handed back once queued (or refused)."""
         try:
             if self.route_inline(decisions):
                 routed = self.items(decisions)
@@ -279,22 +291,26 @@ class Server:
                 routed = await anyio.to_thread.run_sync(self.items, decisions)
             rows = sum(item.rows for item, _ in routed)
             if self.batcher.queued_rows + rows > self.cfg.max_queue_rows:
-                raise ApiError(429, f"{self.batcher.queued_rows} question rows are already waiting (limit "
-                                    f"{self.cfg.max_queue_rows}); retry shortly", {"Retry-After": "1"})
+                raise fail("busy")
+            self.batcher.max_batch_tokens = max_batch_tokens
             futures = self.batcher.submit([item for item, _ in routed])
         finally:
             self.batcher.arriving(-1)
         self.child(self.metrics.queue_rows).set(self.batcher.queued_rows)
+        return routed, futures
+
+    async def decide(self, decisions: list[Decision], max_batch_tokens: int) -> tuple[list[dict], dict]:
+        routed, futures = await self.queue(decisions, max_batch_tokens)
         try:
             if len(futures) == 1:
                 outcomes = [await asyncio.wrap_future(futures[0])]
             else:
                 outcomes = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
         except (ValueError, TypeError) as e:
-            raise ApiError(422, str(e)) from None
+            raise library(e) from None
         except Exception:
             log.exception("laya serve: inference failed")
-            raise ApiError(500, "inference failed") from None
+            raise fail("inference_failed") from None
         results, timings = [], {}
         for (result, timing), (_, routing) in zip(outcomes, routed):
             results.append({**result, "routing": routing})
@@ -303,34 +319,54 @@ class Server:
         queue = max(t.queue_ms for t in timings.values())
         return results, {"inference": inference, "queue": queue}
 
+    async def decide_injected(self, decisions: list[Decision], single: bool) -> tuple[list[dict], dict]:
+        """An injected router that is not a laya Router: its own predict calls, off the event loop."""
+        self.batcher.arriving(-1)
+        started = time.perf_counter()
+        try:
+            results = await anyio.to_thread.run_sync(injected.answer, self.router, decisions, single)
+        except (ValueError, TypeError) as e:
+            raise library(e) from None
+        except Exception:
+            log.exception("laya serve: inference failed")
+            raise fail("inference_failed") from None
+        results = [{**r, "routing": self.public_repo(r["routing"])} if isinstance(r, dict) and "routing" in r
+                   else r for r in results]
+        return results, {"inference": (time.perf_counter() - started) * 1000.0, "queue": 0.0}
+
+    async def respond(self, request: Request, route: str, cfg: ServeConfig) -> tuple[list[dict], dict]:
+        """Admission, body, parsing and the answers for one decision request."""
+        with self.admission():
+            self.batcher.arriving(1)
+            arriving = True
+            try:
+                raw = await self.read_body(request)
+                data = parse_json(raw)
+                parse = parse_single if route == SINGLE else parse_batch
+                parsed = parse(data, self.limits(cfg, raw))
+                decisions = [parsed] if route == SINGLE else parsed
+                arriving = False  # the decide calls hand the slot over
+                if not self.batched:
+                    return await self.decide_injected(decisions, route == SINGLE)
+                return await self.decide(decisions, cfg.max_batch_tokens)
+            finally:
+                if arriving:
+                    self.batcher.arriving(-1)
+
     async def answer(self, request: Request, route: str) -> Response:
         started = time.perf_counter()
         self.last_request = time.monotonic()
         status = 500
         try:
             if not self.authorized(request):
-                raise ApiError(401, "missing or wrong API key; send 'Authorization: Bearer <key>'",
-                               {"WWW-Authenticate": "Bearer"})
-            with self.admission():
-                self.batcher.arriving(1)
-                arriving = True
-                try:
-                    data = parse_json(await self.read_body(request))
-                    parse = parse_single if route == SINGLE else parse_batch
-                    parsed = parse(data, self.router.registered, self.router.resolve, self.cfg.max_token_budget,
-                                   self.max_choice_options)
-                    decisions = [parsed] if route == SINGLE else parsed
-                    arriving = False  # decide() hands the slot over when it queues
-                    results, times = await self.decide(decisions)
-                finally:
-                    if arriving:
-                        self.batcher.arriving(-1)
-            strict = self.cfg.jev_strict
+                raise fail("unauthorized")
+            cfg = request_settings(self.cfg) if self.live_env else self.cfg
+            results, times = await self.respond(request, route, cfg)
             if route == SINGLE:
-                body = project(results[0], strict)
+                body = project(results[0], cfg.jev_strict)
             else:
                 total = {k: sum(r["usage"].get(k, 0) for r in results) for k in ("input_tokens", "output_tokens")}
-                body = {"results": [project(r, strict) for r in results], "total_usage": total}
+                body = {"results": [project(r, cfg.jev_strict) for r in results], "total_usage": total}
             total_ms = (time.perf_counter() - started) * 1000.0
             headers = {"Server-Timing": f"inference;dur={times['inference']:.2f}, queue;dur={times['queue']:.2f}, "
                                         f"total;dur={total_ms:.2f}",
@@ -340,9 +376,17 @@ class Server:
         except ApiError as e:
             status = e.status
             return JSONResponse({"detail": e.detail}, status_code=e.status, headers=e.headers)
+        except ClientDisconnect:  # the client went away mid-body: nothing to answer, nothing went wrong here
+            status = CLIENT_CLOSED
+            log.info("laya serve: %s: the client closed the connection before its body arrived", route)
+            return Response(status_code=CLIENT_CLOSED)
+        except RecursionError:  # a nesting the depth check let through still never becomes a 500
+            e = fail("too_deep")
+            status = e.status
+            return JSONResponse({"detail": e.detail}, status_code=e.status)
         except Exception:  # noqa: BLE001 - never leak internals
             log.exception("laya serve: request failed")
-            return JSONResponse({"detail": "internal server error"}, status_code=500)
+            return JSONResponse({"detail": fail("inference_failed").detail}, status_code=500)
         finally:
             self.child(self.metrics.requests, route, str(status)).inc()
             self.child(self.metrics.latency, route).observe(time.perf_counter() - started)
@@ -350,40 +394,46 @@ class Server:
 
     def health(self, authorized: bool) -> dict:
         if not authorized:
-            return {"status": "ok"}
-        agents = self.router.agents()
-        loaded = list(agents)
-        devices = {name: str(getattr(a, "device", "cpu")) for name, a in agents.items()}
-        preferred = self.cfg.device or getattr(self.router, "device", None)
-        out = {"status": "ok", "loaded": loaded, "revisions": self.router.loaded_revisions,
-               "device": next(iter(devices.values())) if devices else str(preferred or "auto"),
-               "device_is_preference": not devices, "checkpoint_devices": devices,
-               "backends": {name: getattr(a, "backend", None) for name, a in agents.items()},
-               "cpu_fallbacks": {name: {"count": int(getattr(a, "cpu_fallback_count", 0)),
-                                        "last_reason": getattr(a, "last_fallback_reason", None)}
-                                 for name, a in agents.items()},
-               "batching": {"enabled": self.cfg.batching, "window_ms": self.cfg.batch_window_ms,
-                            "max_batch_rows": self.cfg.max_batch_rows},
-               "queue_rows": self.batcher.queued_rows, "inflight": self.admitted}
+            return dict(LIVENESS_ONLY)
+        out = health(self.router, self.cfg.device or getattr(self.router, "device", None))
         if self.cfg.idle_unload_seconds > 0:
             out["idle_unload_seconds"] = self.cfg.idle_unload_seconds
             out["idle_seconds"] = round(time.monotonic() - self.last_request, 1)
         return out
 
     def models(self) -> dict:
-        """The checkpoints a request may name: the served ones on a custom-only server, else every registered one."""
-        loaded = set(self.router.agents())
-        names = self.served if self.custom_only else self.router.registered
-        default = self.auto_default if self.custom_only else self.router.default
-        data = [{"id": name, "object": "model", "loaded": name in loaded, "default": name == default,
-                 "description": self.router.describe(name)} for name in names]
+        """The checkpoints a request may name: the served ones on a custom-only server, else every known one."""
+        agents = self.router.agents() if callable(getattr(self.router, "agents", None)) else {}
+        names = self.served if self.custom_only or not self.batched else known_names(self.router)
+        default = self.auto_default if self.custom_only else getattr(self.router, "default", None)
+        data = [{"id": name, "object": "model", "loaded": name in agents, "default": name == default,
+                 "backend": getattr(agents.get(name), "backend", None), "description": description(self.router, name)}
+                for name in names]
         return {"object": "list", "data": data}
 
 
-def create_app(cfg: ServeConfig | None = None, router: Any = None) -> FastAPI:
-    """The ASGI app. `router` (a laya Router) replaces the one built from `cfg` (tests, embedding)."""
-    cfg = cfg or ServeConfig()
-    server = Server(cfg, router)
+def _settings(router: Any, cfg: ServeConfig | None) -> tuple[ServeConfig, Any, bool]:
+    if isinstance(router, ServeConfig):
+        raise TypeError("create_app(router=None, *, cfg=None): the positional argument is the router; pass a "
+                        "ServeConfig as cfg=...")
+    if cfg is not None:
+        return cfg, router, False
+    try:  # the host, port and log level are main()'s, not the app's
+        cfg = from_env({k: v for k, v in os.environ.items() if k not in MAIN_ONLY})
+    except SettingError as e:
+        raise SystemExit(str(e)) from None
+    if router is None:
+        import laya.serve as package  # looked up at call time: a caller may stand in its own build_router
+
+        router = package.build_router()
+    return cfg, router, True
+
+
+def create_app(router: Any = None, *, cfg: ServeConfig | None = None) -> FastAPI:
+    """The ASGI app. `router` (a laya Router, or any object with `predict`) replaces the one built from the
+    settings; without `cfg` the settings are the LAYA_* variables, read now and (three of them) per request."""
+    cfg, router, live_env = _settings(router, cfg)
+    server = Server(cfg, router, live_env)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -396,17 +446,21 @@ def create_app(cfg: ServeConfig | None = None, router: Any = None) -> FastAPI:
                 idle.cancel()
             await anyio.to_thread.run_sync(server.stop)
 
-    hidden = bool(cfg.api_key)  # with a key, the schema pages are not served
+    hidden = bool(cfg.api_key)  # with a key, the schema pages are not served: they cannot be authenticated
     app = FastAPI(title="laya serve", lifespan=lifespan, root_path=cfg.root_path,
                   docs_url=None if hidden else "/docs", redoc_url=None if hidden else "/redoc",
                   openapi_url=None if hidden else "/openapi.json")
     app.state.server = server
+    _add_routes(app, server)
+    return app
 
+
+def _add_routes(app: FastAPI, server: Server) -> None:
     def refused(request: Request) -> Response | None:
         if server.authorized(request):
             return None
-        return JSONResponse({"detail": "missing or wrong API key; send 'Authorization: Bearer <key>'"},
-                            status_code=401, headers={"WWW-Authenticate": "Bearer"})
+        e = fail("unauthorized")
+        return JSONResponse({"detail": e.detail}, status_code=e.status, headers=e.headers)
 
     async def systemone(request: Request) -> Response:
         return await server.answer(request, SINGLE)
@@ -427,7 +481,7 @@ def create_app(cfg: ServeConfig | None = None, router: Any = None) -> FastAPI:
         return refused(request) or JSONResponse(server.models())
 
     @app.get("/health")
-    async def health(request: Request) -> Response:
+    async def health_route(request: Request) -> Response:
         return JSONResponse(server.health(server.authorized(request)))
 
     @app.get("/metrics")
@@ -437,5 +491,3 @@ def create_app(cfg: ServeConfig | None = None, router: Any = None) -> FastAPI:
             return denied
         body, content_type = server.metrics.render()
         return Response(body, media_type=content_type)
-
-    return app

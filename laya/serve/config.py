@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import math
 import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from .limits import (DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_CONCURRENT,
+                     DEFAULT_MAX_TOKEN_BUDGET, MAX_TOURNAMENT_GROUP)
+
+log = logging.getLogger("laya.serve")
 TRUE_WORDS = ("1", "true", "yes", "on")
 
 
@@ -32,7 +38,7 @@ class ServeConfig:
     gc_freeze: bool = True  # after a checkpoint loads: collect once, then freeze what survives (no full-GC stalls)
     # admission and limits
     max_concurrent: int = 16  # requests admitted at once; raise it (--max-concurrent) so batches can fill
-    max_queue_rows: int = 4096  # decisions waiting for the worker; beyond -> 429
+    max_queue_rows: int = 4096  # question rows waiting for the worker; beyond -> 503
     max_body_bytes: int = 2 * 1024 * 1024
     body_read_timeout: float = 10.0
     max_token_budget: int = 8192
@@ -52,7 +58,14 @@ class ServeConfig:
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
 
-# env name -> (field, parser)
+class SettingError(ValueError):
+    """A LAYA_* value that stops the server from starting (`laya.serve.main()` exits with its text)."""
+
+
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+
+
+# env name -> (field, parser); a parser takes (name, raw) with raw non-blank
 def _bool(name: str, raw: str) -> bool:
     return raw.strip().lower() in TRUE_WORDS
 
@@ -72,18 +85,77 @@ def _float(name: str, raw: str) -> float:
         raise ValueError(f"{name}={raw!r} is not a number") from None
 
 
+def _lenient_int(low: int, high: int | None, default: Any, warn: bool = False) -> Any:
+    """An int in [low, high]; anything else is the default (the published rule for these variables)."""
+    def parse(name: str, raw: str) -> Any:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            if warn:
+                log.warning("laya serve: %s=%r is not an integer >= %d; using %s", name, raw, low, default)
+            return default
+        return value
+    return parse
+
+
+def _lenient_seconds(default: float, warn_infinite: bool = False) -> Any:
+    """A finite number of seconds > 0; anything else is the default."""
+    def parse(name: str, raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            return default
+        if not math.isfinite(value):
+            if warn_infinite:
+                log.warning("laya serve: %s=%r is not a finite number of seconds; it stays off", name, raw)
+            return default
+        return value if value > 0 else default
+    return parse
+
+
+def _port(name: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise SettingError(f"invalid {name} '{raw}': must be an integer 1-65535")
+    return value
+
+
+def _log_level(name: str, raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in LOG_LEVELS:
+        raise SettingError(f"invalid {name} '{raw}': must be one of {', '.join(LOG_LEVELS)}")
+    return value
+
+
 def _names(name: str, raw: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in raw.split(",") if n.strip())
 
 
-def _json_map(name: str, raw: str) -> dict:
+def parse_extra_models(name: str, raw: str) -> dict:
+    """`{name: source}`; a source given as a JSON list is a (repo, subfolder) pair."""
     try:
         value = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{name} is not valid JSON ({e}); use {{\"name\": \"/path/or/org-repo\"}}") from None
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise ValueError(f"{name} must be a JSON object {{name: source}} of strings")
-    return value
+    except ValueError as e:
+        raise SettingError(f"invalid {name}: not valid JSON ({e}); use {{\"name\": \"/path/or/org-repo\"}}") from None
+    if not isinstance(value, dict):
+        raise SettingError(f"invalid {name}: must be a JSON object {{name: source}}, got {type(value).__name__}")
+    out = {}
+    for key, source in value.items():
+        if isinstance(source, list):
+            if len(source) != 2 or not all(isinstance(part, str) or part is None for part in source):
+                raise SettingError(f"invalid {name}: the source of {key!r} must be a string or a "
+                                   f"[repo, subfolder] pair, got {source!r}")
+            source = tuple(source)
+        elif not isinstance(source, str):
+            raise SettingError(f"invalid {name}: the source of {key!r} must be a string or a [repo, subfolder] "
+                               f"pair, got {type(source).__name__}")
+        out[key] = source
+    return out
 
 
 def _text(name: str, raw: str) -> str:
@@ -91,34 +163,65 @@ def _text(name: str, raw: str) -> str:
 
 
 ENV = {
-    "LAYA_HOST": ("host", _text), "LAYA_PORT": ("port", _int), "LAYA_DEVICE": ("device", _text),
+    "LAYA_HOST": ("host", _text), "LAYA_PORT": ("port", _port), "LAYA_DEVICE": ("device", _text),
     "LAYA_BACKEND": ("backend", _text), "LAYA_PRELOAD": ("preload", _bool), "LAYA_MODELS": ("models", _names),
-    "LAYA_EXTRA_MODELS": ("extra_models", _json_map), "LAYA_DEFAULT_MODEL": ("default_model", _text),
-    "LAYA_MAX_LOADED": ("max_loaded", _int), "LAYA_AUTO_TASK": ("auto_task", _bool),
-    "LAYA_THREADS": ("threads", _int), "LAYA_IDLE_UNLOAD_SECONDS": ("idle_unload_seconds", _float),
+    "LAYA_EXTRA_MODELS": ("extra_models", parse_extra_models), "LAYA_DEFAULT_MODEL": ("default_model", _text),
+    "LAYA_MAX_LOADED": ("max_loaded", _lenient_int(1, None, 2)), "LAYA_AUTO_TASK": ("auto_task", _bool),
+    "LAYA_THREADS": ("threads", _lenient_int(1, None, None)),
+    "LAYA_IDLE_UNLOAD_SECONDS": ("idle_unload_seconds", _lenient_seconds(0.0, warn_infinite=True)),
     "LAYA_API_KEY": ("api_key", _text), "LAYA_ROOT_PATH": ("root_path", _text),
-    "LAYA_LOG_LEVEL": ("log_level", _text), "LAYA_ACCESS_LOG": ("access_log", _bool),
-    "LAYA_GC_FREEZE": ("gc_freeze", _bool), "LAYA_MAX_CONCURRENT": ("max_concurrent", _int),
+    "LAYA_LOG_LEVEL": ("log_level", _log_level), "LAYA_ACCESS_LOG": ("access_log", _bool),
+    "LAYA_GC_FREEZE": ("gc_freeze", _bool),
+    "LAYA_MAX_CONCURRENT": ("max_concurrent", _lenient_int(1, None, DEFAULT_MAX_CONCURRENT)),
     "LAYA_MAX_QUEUE_ROWS": ("max_queue_rows", _int), "LAYA_MAX_BODY_BYTES": ("max_body_bytes", _int),
-    "LAYA_BODY_READ_TIMEOUT": ("body_read_timeout", _float), "LAYA_MAX_TOKEN_BUDGET": ("max_token_budget", _int),
-    "LAYA_MAX_BATCH_TOKENS": ("max_batch_tokens", _int), "LAYA_JEV_STRICT": ("jev_strict", _bool),
-    "LAYA_TOURNAMENT_GROUP": ("tournament_group", _int),
+    "LAYA_BODY_READ_TIMEOUT": ("body_read_timeout", _lenient_seconds(DEFAULT_BODY_READ_TIMEOUT)),
+    "LAYA_MAX_TOKEN_BUDGET": ("max_token_budget", _lenient_int(1, None, DEFAULT_MAX_TOKEN_BUDGET, warn=True)),
+    "LAYA_MAX_BATCH_TOKENS": ("max_batch_tokens", _lenient_int(1, None, DEFAULT_MAX_BATCH_TOKENS)),
+    "LAYA_JEV_STRICT": ("jev_strict", _bool),
+    "LAYA_TOURNAMENT_GROUP": ("tournament_group", _lenient_int(2, MAX_TOURNAMENT_GROUP, 0)),
     "LAYA_BATCHING": ("batching", _bool), "LAYA_BATCH_WINDOW_MS": ("batch_window_ms", _float),
     "LAYA_MAX_BATCH_ROWS": ("max_batch_rows", _int), "LAYA_REPLICAS": ("replicas", _int),
     "LAYA_MAX_REPLICAS": ("max_replicas", _int),
 }
+MAIN_ONLY = ("LAYA_HOST", "LAYA_PORT", "LAYA_LOG_LEVEL")  # read by laya.serve.main(), not by create_app()
+REQUEST_ENV = ("LAYA_JEV_STRICT", "LAYA_MAX_TOKEN_BUDGET", "LAYA_MAX_BATCH_TOKENS")  # read on each request
+
+
+def env_changes(environ: Any, names: Any = None) -> dict:
+    """{field: value} for the set, non-blank variables among `names` (default: all of ENV)."""
+    changes = {}
+    for name in names or ENV:
+        attr, parse = ENV[name]
+        raw = environ.get(name)
+        if raw is not None and raw.strip():
+            changes[attr] = parse(name, raw)
+    return changes
 
 
 def from_env(environ: dict | None = None, base: ServeConfig | None = None) -> ServeConfig:
     """Settings from `LAYA_*` variables; unset or blank ones keep the default."""
     environ = os.environ if environ is None else environ
-    changes = {}
-    for name, (attr, parse) in ENV.items():
-        raw = environ.get(name)
-        if raw is None or not raw.strip():
-            continue
-        changes[attr] = parse(name, raw)
-    return check(replace(base or ServeConfig(), **changes))
+    return check(replace(base or ServeConfig(), **env_changes(environ)))
+
+
+_request_cache: dict = {}
+
+
+def request_settings(cfg: ServeConfig, environ: Any = None) -> ServeConfig:
+    """`cfg` with the per-request variables (LAYA_JEV_STRICT, LAYA_MAX_TOKEN_BUDGET, LAYA_MAX_BATCH_TOKENS)
+    read again now; parsed once per distinct set of values."""
+    environ = os.environ if environ is None else environ
+    raw = tuple(environ.get(name) for name in REQUEST_ENV)
+    changes = _request_cache.get(raw)
+    if changes is None:
+        defaults = {"jev_strict": False, "max_token_budget": DEFAULT_MAX_TOKEN_BUDGET,
+                    "max_batch_tokens": DEFAULT_MAX_BATCH_TOKENS}
+        changes = _request_cache[raw] = {**defaults, **env_changes(environ, REQUEST_ENV)}
+        if len(_request_cache) > 64:
+            _request_cache.clear()
+    if all(getattr(cfg, k) == v for k, v in changes.items()):
+        return cfg
+    return replace(cfg, **changes)
 
 
 def check(cfg: ServeConfig) -> ServeConfig:
@@ -129,6 +232,8 @@ def check(cfg: ServeConfig) -> ServeConfig:
         value = getattr(cfg, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}={value!r} must be a positive integer")
+    if cfg.port > 65535:
+        raise ValueError(f"port={cfg.port!r} must be an integer 1-65535")
     for name in ("body_read_timeout",):
         if not getattr(cfg, name) > 0:
             raise ValueError(f"{name}={getattr(cfg, name)!r} must be a positive number of seconds")
@@ -137,8 +242,8 @@ def check(cfg: ServeConfig) -> ServeConfig:
     if cfg.threads is not None and cfg.threads < 1:
         raise ValueError(f"threads={cfg.threads!r} must be a positive integer")
     if isinstance(cfg.tournament_group, bool) or not isinstance(cfg.tournament_group, int) \
-            or cfg.tournament_group < 0 or cfg.tournament_group == 1:
-        raise ValueError(f"tournament_group={cfg.tournament_group!r} must be 0 (off) or an integer >= 2 "
+            or cfg.tournament_group < 0 or cfg.tournament_group == 1 or cfg.tournament_group > MAX_TOURNAMENT_GROUP:
+        raise ValueError(f"tournament_group={cfg.tournament_group!r} must be 0 (off) or an integer in 2..100 "
                          "(options asked together per row)")
     if cfg.max_replicas and cfg.max_replicas < cfg.replicas:
         raise ValueError(f"max_replicas={cfg.max_replicas} is below replicas={cfg.replicas}; raise it or use 0")

@@ -6,33 +6,43 @@ import logging
 import os
 import sys
 
-from .config import from_args
+from .config import SettingError, from_args
+
+
+def _error(message: str) -> int:
+    print(f"laya serve: error: {message}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit status 2 for a refused flag or setting; SystemExit naming a malformed LAYA_PORT, LAYA_LOG_LEVEL,
+    LAYA_EXTRA_MODELS or LAYA_DEFAULT_MODEL."""
     os.environ.setdefault("USE_TF", "0")
     try:
         cfg = from_args(argv)
+    except SettingError as e:
+        raise SystemExit(str(e)) from None
     except ValueError as e:
-        print(f"laya serve: error: {e}", file=sys.stderr)
-        return 2
+        return _error(str(e))
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if cfg.ray:
         try:
             from .ray import run as run_ray
         except ImportError as e:
-            print(f"laya serve: error: --ray needs Ray Serve ({e}); pip install 'laya[ray]'", file=sys.stderr)
-            return 2
+            return _error(f"--ray needs Ray Serve ({e}); pip install 'laya[ray]'")
         return run_ray(cfg)
+    import laya.serve as package  # its create_app, looked up now (a caller may stand in its own)
+
     try:
         import uvicorn
-        from .app import create_app
+
+        app = package.create_app(cfg=cfg)
     except ImportError as e:
-        print(f"laya serve: error: the server needs the serve extra ({e}); pip install 'laya[serve]'",
-              file=sys.stderr)
-        return 2
-    uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level=cfg.log_level.lower(),
-                access_log=cfg.access_log, timeout_keep_alive=5)
+        return _error(f"the server needs the serve extra ({e}); pip install 'laya[serve]'")
+    except ValueError as e:
+        return _error(str(e))
+    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level.lower(), access_log=cfg.access_log,
+                timeout_keep_alive=5)
     return 0
 
 

@@ -65,7 +65,7 @@ def application(cfg: ServeConfig) -> Any:
     def build_app() -> Any:  # runs on each replica
         from .app import create_app
 
-        return create_app(replica_cfg)
+        return create_app(cfg=replica_cfg)
 
     @serve.deployment(**deployment_options(cfg))
     @serve.ingress(build_app)

@@ -1,50 +1,53 @@
-"""Request parsing for the System One routes: JSON, shapes, hard limits and the library's own validation.
+"""Request parsing for the System One routes: shapes, hard limits and the library's own validation, in the
+published order (object -> limits -> refused controls -> lone surrogates -> model -> budgets -> task ->
+lang -> min_confidence -> questions).
 
-Everything here runs before a request may enter a batch. Each failure is an `ApiError` whose status
-follows the published table (400 malformed, 413 over a limit, 422 invalid value) and whose message
-names the bad value and what to send instead; the body is Jev-shaped: `{"detail": message}`.
+Everything here runs before a request may enter a batch. Each failure is an `ApiError` from the table in
+`errors.py` (400 malformed, 413 over a limit, 422 invalid value).
 """
 
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from ..answers import check_min_confidence
 from ..questions import Question, check_questions, render_state
 from ..router import STANDALONE_MODELS
+from .body import has_lone_surrogate, parse_json  # noqa: F401 - parse_json re-exported for callers
+from .errors import ApiError, fail, library
+from .limits import (BATCH_BODY_CALL_CONTROLS, BATCH_BODY_OUT_PARAMETERS, BODY_CONTROLS, BODY_REFUSALS,
+                     DEFAULT_MAX_TOKEN_BUDGET, MAX_BATCH_STATES, MAX_CHOICE_OPTIONS, MAX_QUESTIONS, MAX_SCORE_LEVELS,
+                     MAX_STATE_CHARS, MAX_TOTAL_OPTIONS, MAX_TOURNAMENT_CHOICE_OPTIONS)
 
-MAX_QUESTIONS = 64
-MAX_STATE_CHARS = 50000
-MAX_BATCH_STATES = 64
-MAX_CHOICE_OPTIONS = 100
-MAX_CHOICE_OPTIONS_TOURNAMENT = 255  # with tournament mode (LAYA_TOURNAMENT_GROUP > 0)
-MAX_SCORE_LEVELS = 32
-MAX_TOTAL_OPTIONS = 512
+__all__ = ["ApiError", "Decision", "Limits", "MAX_BATCH_STATES", "MAX_CHOICE_OPTIONS", "MAX_CHOICE_OPTIONS_TOURNAMENT",
+           "MAX_QUESTIONS", "MAX_SCORE_LEVELS", "MAX_STATE_CHARS", "MAX_TOTAL_OPTIONS", "check_limits",
+           "limit_breach", "model_field", "parse_batch", "parse_json", "parse_single"]
+
+MAX_CHOICE_OPTIONS_TOURNAMENT = MAX_TOURNAMENT_CHOICE_OPTIONS  # the older name (laya.mcp.tools reads it)
 ASSUMED_ROW_WIDTH = 512  # row width for the pass-size cap when the body gives no max_len
-
 AUTO_MODEL_IDS = ("", "auto", "jev-1", "convaiinnovations/laya")
-REFUSED_KEYS = ("hooks", "on_predict_start", "on_predict_end", "hooks_raise", "hooks_timeout")
-ITEM_KEYS = ("model", "max_len", "head_max_len", "task", "lang", "lang_guess", "min_confidence")
-SINGLE_KEYS = ("state", "questions", *ITEM_KEYS)
-BATCH_KEYS = ("states", "questions", *ITEM_KEYS, "batch_size", "sort_by_length")
-# A surrogate can only enter the parsed body through a \uD800-\uDFFF escape (strict UTF-8 bytes carry none), so a
-# body without one needs no walk over its strings.
-# Question sets that passed validation, by their exact JSON text (and the choice-option limit): clients tend to
-# send the same few sets, and the text is needed anyway as the batcher's group key. Failures are never kept.
-_VALIDATED: dict[tuple[str, int], int] = {}
+REFUSED_KEYS = BODY_REFUSALS
+SINGLE_KEYS = ("state", "questions", *BODY_CONTROLS)
+BATCH_KEYS = ("states", "questions", *BODY_CONTROLS, *BATCH_BODY_CALL_CONTROLS)
+# Question sets that passed validation, by their exact JSON text: clients tend to send the same few sets, and
+# the text is needed anyway as the batcher's group key. Failures are never kept.
+_VALIDATED: dict[str, int] = {}
 _VALIDATED_MAX, _VALIDATED_MAX_CHARS = 256, 16384
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
 
 
-class ApiError(Exception):
-    """An HTTP error with a user-facing message (never internals)."""
+@dataclass
+class Limits:
+    """What parsing needs to know about the server: its names, budget and choice limits."""
 
-    def __init__(self, status: int, detail: str, headers: dict | None = None):
-        super().__init__(detail)
-        self.status, self.detail, self.headers = status, detail, headers or {}
+    registered: list
+    resolve: Callable[[str], str]
+    budget: int = DEFAULT_MAX_TOKEN_BUDGET
+    max_choice_options: int = MAX_CHOICE_OPTIONS
+    tournament_group: int = 0
+    surrogates: bool = True  # False when the raw body holds no surrogate escape (nothing to walk)
+    unknown_model: Callable[[str, str], str] | None = None  # (value, resolve's text) -> the 422's first half
 
 
 @dataclass
@@ -65,109 +68,15 @@ class Decision:
     sort_by_length: bool = False
     chars: int = 0  # rendered state length (what routing's language detection reads)
     questions_key: str = ""  # the question set's exact JSON text (the batcher groups by it)
+    narrow: bool = False  # tournament mode narrows this request's large choice questions
+    sent: dict = field(default_factory=dict)  # the controls the body set (non-null), for an injected router
 
     @property
     def row_width(self) -> int:
         return self.max_len or ASSUMED_ROW_WIDTH
 
 
-def parse_json(body: bytes) -> Any:
-    """The body as JSON; 400 for anything that is not strict JSON in valid Unicode."""
-    if not body.strip():
-        raise ApiError(400, "the request body is empty; send a JSON object with 'state' and 'questions'")
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ApiError(400, f"the request body is not valid UTF-8 (byte {e.start}); send UTF-8 encoded JSON") from None
-    try:
-        data = json.loads(text, parse_constant=_no_constant)
-    except json.JSONDecodeError as e:
-        raise ApiError(400, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
-    where = _lone_surrogate(data, "body") if _SURROGATE_ESCAPE.search(body) else None
-    if where is not None:
-        raise ApiError(400, f"{where} contains a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape); "
-                            "send valid Unicode text")
-    return data
-
-
-def _no_constant(name: str) -> Any:
-    raise json.JSONDecodeError(f"{name} is not JSON; use a number or null", name, 0)
-
-
-def _lone_surrogate(value: Any, where: str) -> str | None:
-    stack = [(value, where)]
-    while stack:
-        item, path = stack.pop()
-        if isinstance(item, str):
-            if not _encodable(item):
-                return path
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                if not _encodable(key):
-                    return f"{path} key"
-                stack.append((child, f"{path}.{key}"))
-        elif isinstance(item, list):
-            stack.extend((child, f"{path}[{i}]") for i, child in enumerate(item))
-    return None
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _check_keys(data: dict, allowed: tuple[str, ...], refused: tuple[str, ...]) -> None:
-    bad = [k for k in refused if data.get(k) is not None]
-    if bad:
-        raise ApiError(422, f"{', '.join(map(repr, bad))} cannot be set over HTTP; remove "
-                            f"{'it' if len(bad) == 1 else 'them'} (hooks run only in-process)")
-    unknown = [k for k in data if k not in allowed and k not in refused]
-    if unknown:
-        raise ApiError(422, f"unknown field(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(allowed)}")
-
-
-def _token_count(body: dict, name: str, budget: int) -> int | None:
-    value = body.get(name)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or value > budget:
-        raise ApiError(422, f"{name} must be a positive integer <= {budget} (the server's token budget), "
-                            f"got {value!r}")
-    return value
-
-
-def _optional_text(body: dict, name: str) -> str | None:
-    value = body.get(name)
-    if value is not None and not isinstance(value, str):
-        raise ApiError(422, f"{name} must be a string or null, got {type(value).__name__} {value!r}")
-    return value
-
-
-def model_field(value: Any, registered: list[str], resolve: Any) -> str | None:
-    """The `model` field: a served name, a published standalone id, or None (route automatically)."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ApiError(422, f"model must be a string (a served checkpoint name or 'auto'), got {value!r}")
-    text = value.strip()
-    if text.lower() in AUTO_MODEL_IDS:
-        return None
-    try:
-        return resolve(text)
-    except ValueError:
-        pass
-    standalone = {repo.lower(): name for name, repo in STANDALONE_MODELS.items()}
-    name = standalone.get(text.lower())
-    if name is not None and name in registered:
-        return name
-    if "/" in text or "\\" in text or text.startswith((".", "~")):
-        raise ApiError(422, f"model {value!r} is not served here (paths and Hub ids are not loaded on request); "
-                            f"use one of {', '.join(registered)} or 'auto'")
-    return None  # any other id (e.g. 'jev-1') means: route automatically
-
+# ---- limits ----------------------------------------------------------------------------------------
 
 def limit_breach(qs: list[Question], max_choice_options: int = MAX_CHOICE_OPTIONS,
                  max_total: int | None = MAX_TOTAL_OPTIONS) -> tuple[str, Question | None, int, int] | None:
@@ -186,110 +95,247 @@ def limit_breach(qs: list[Question], max_choice_options: int = MAX_CHOICE_OPTION
     return None
 
 
-def check_limits(qs: list[Question], max_choice_options: int = MAX_CHOICE_OPTIONS) -> None:
-    breach = limit_breach(qs, max_choice_options)
-    if breach is None:
-        return
-    what, q, count, limit = breach
-    if what == "options":
-        hint = "" if max_choice_options > MAX_CHOICE_OPTIONS else \
-            f", or {MAX_CHOICE_OPTIONS_TOURNAMENT} on a server in tournament mode (LAYA_TOURNAMENT_GROUP)"
-        raise ApiError(413, f"question '{q.qid}' has {count} options; the limit is {limit} per "
-                            f"choice question{hint}: split it or shortlist the options first")
-    if what == "levels":
-        raise ApiError(413, f"question '{q.qid}' has {count} levels; the limit is {limit} per score question")
-    raise ApiError(413, f"the questions have {count} options in all; the limit is {limit} per request")
+def _raw_kind(definition: Any) -> tuple[str | None, int]:
+    """(type, option count) of a question definition as sent, before validation (0 when it has no count)."""
+    if not isinstance(definition, dict):
+        return None, 0
+    qtype = definition.get("type")
+    qtype = qtype.strip().lower() if isinstance(qtype, str) else None
+    criteria = definition.get("criteria")
+    if qtype == "noul":
+        return qtype, 2
+    return qtype, len(criteria) if isinstance(criteria, (list, dict)) else 0
 
 
-def check_state(state: Any, where: str) -> int:
+def check_limits(questions: dict, max_choice_options: int = MAX_CHOICE_OPTIONS) -> None:
+    """413 for a question set over a count limit, read from the definitions as sent."""
+    if len(questions) > MAX_QUESTIONS:
+        raise fail("too_many_questions", count=len(questions), limit=MAX_QUESTIONS)
+    total = 0
+    for qid, definition in questions.items():
+        qtype, k = _raw_kind(definition)
+        if qtype == "choice" and k > max_choice_options:
+            raise fail("too_many_options", qid=qid, count=k, limit=max_choice_options)
+        if qtype == "score" and k > MAX_SCORE_LEVELS:
+            raise fail("too_many_levels", qid=qid, count=k, limit=MAX_SCORE_LEVELS)
+        total += k
+    if total > MAX_TOTAL_OPTIONS:
+        raise fail("too_many_total", count=total, limit=MAX_TOTAL_OPTIONS)
+
+
+def check_state(state: Any) -> int:
     """The rendered state's length, once it is known to be within the limit."""
-    if state is None:
-        raise ApiError(400, f"'{where}' is null; send a string, a JSON object or a list of turns")
     try:
         text = render_state(state)
     except TypeError as e:
-        raise ApiError(422, f"'{where}': {e}") from None
+        raise library(e) from None
+    except (ValueError, RecursionError):
+        raise fail("state_not_serializable") from None
     if len(text) > MAX_STATE_CHARS:
-        raise ApiError(413, f"'{where}' is {len(text)} characters; the limit is {MAX_STATE_CHARS} per state: "
-                            "shorten it or split it into several requests")
+        raise fail("state_too_large", count=len(text), limit=MAX_STATE_CHARS)
     return len(text)
 
 
-def _questions(body: dict, max_choice_options: int) -> tuple[dict, int, str]:
-    if "questions" not in body or body["questions"] is None:
-        raise ApiError(400, "'questions' is missing; send a JSON object {question_id: definition}")
-    questions = body["questions"]
-    if not isinstance(questions, dict):
-        raise ApiError(400, f"'questions' must be a JSON object {{question_id: definition}}, "
-                            f"not {type(questions).__name__}")
-    if len(questions) > MAX_QUESTIONS:
-        raise ApiError(413, f"{len(questions)} questions in one request; the limit is {MAX_QUESTIONS}")
+# ---- controls --------------------------------------------------------------------------------------
+
+def _check_keys(data: dict, allowed: tuple[str, ...], out_parameters: tuple[str, ...] = ()) -> None:
+    refused = sorted(k for k in REFUSED_KEYS if data.get(k) is not None)
+    if refused:
+        raise fail("refused_hooks", names=", ".join(refused))
+    if any(data.get(k) is not None for k in out_parameters):
+        raise fail("refused_diagnostics")
+    unknown = [k for k in data if k not in allowed and k not in REFUSED_KEYS and k not in out_parameters]
+    if unknown:
+        raise fail("unknown_fields", names=", ".join(map(repr, unknown)), allowed=", ".join(allowed))
+
+
+def _token_count(body: dict, name: str, budget: int) -> int | None:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise fail("budget_not_int", name=name)
+    if value < 1:
+        raise fail("budget_not_positive", name=name)
+    if value > budget:
+        raise fail("budget_over_limit", name=name, value=value, limit=budget)
+    return value
+
+
+def _lang(body: dict, name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise fail("lang_not_text", name=name)
+    return value
+
+
+def _task(body: dict) -> str | None:
+    value = body.get("task")
+    if value is not None and not isinstance(value, str):
+        raise fail("task_not_text", kind=type(value).__name__, value=value)
+    return value
+
+
+def _looks_like_location(text: str) -> bool:
+    return "/" in text or "\\" in text or text.startswith((".", "~"))
+
+
+def model_field(value: Any, registered: list, resolve: Any,
+                unknown_model: Callable[[str, str], str] | None = None) -> str | None:
+    """The `model` field: a served name, a published standalone id, or None (route automatically)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise fail("model_not_text", value=value)
+    text = value.strip()
+    if text.lower() in AUTO_MODEL_IDS:
+        return None
+    try:
+        return resolve(text)
+    except ValueError as e:
+        unknown = str(e)
+    standalone = {repo.lower(): name for name, repo in STANDALONE_MODELS.items()}
+    name = standalone.get(text.lower())
+    if name is not None and name in registered:
+        return name
+    if _looks_like_location(text):  # paths and Hub ids are never loaded on request
+        raise fail("model_unservable", unknown=unknown_model(text, unknown) if unknown_model else unknown)
+    return None  # any other id (e.g. 'jev-1') means: route automatically
+
+
+def _controls(body: dict, limits: Limits) -> dict:
+    if limits.surrogates and has_lone_surrogate(body):
+        raise fail("lone_surrogate")
+    model = model_field(body.get("model"), limits.registered, limits.resolve, limits.unknown_model)
+    max_len = _token_count(body, "max_len", limits.budget)
+    head_max_len = _token_count(body, "head_max_len", limits.budget)
+    task = _task(body)
+    lang, lang_guess = _lang(body, "lang"), _lang(body, "lang_guess")
+    try:
+        min_confidence = check_min_confidence(body.get("min_confidence"))
+    except (ValueError, TypeError) as e:
+        raise library(e) from None
+    return {"model": model, "task": task, "lang": lang, "lang_guess": lang_guess, "max_len": max_len,
+            "head_max_len": head_max_len, "min_confidence": min_confidence}
+
+
+# ---- questions -------------------------------------------------------------------------------------
+
+def _null_score_level(questions: dict) -> None:
+    for qid, definition in questions.items():
+        if _raw_kind(definition)[0] == "score" and isinstance(definition.get("criteria"), list):
+            for index, level in enumerate(definition["criteria"]):
+                if level is None:
+                    raise fail("null_score_level", qid=qid, index=index)
+
+
+def _validated(questions: dict) -> tuple[list[Question] | None, int, str]:
     key = json.dumps(questions, ensure_ascii=False)
-    n = _VALIDATED.get((key, max_choice_options))
+    n = _VALIDATED.get(key)
     if n is not None:
-        return questions, n, key
+        return None, n, key
+    _null_score_level(questions)
     try:
         qs = check_questions(questions)
     except (ValueError, TypeError) as e:
-        raise ApiError(422, str(e)) from None
-    check_limits(qs, max_choice_options)
+        raise library(e) from None
     if len(key) <= _VALIDATED_MAX_CHARS:
         if len(_VALIDATED) >= _VALIDATED_MAX:
             _VALIDATED.clear()
-        _VALIDATED[(key, max_choice_options)] = len(qs)
-    return questions, len(qs), key
+        _VALIDATED[key] = len(qs)
+    return qs, len(qs), key
 
 
-def _controls(body: dict, registered: list[str], resolve: Any, budget: int) -> dict:
-    try:
-        min_confidence = check_min_confidence(body.get("min_confidence"))
-    except ValueError as e:
-        raise ApiError(422, str(e)) from None
-    return {"model": model_field(body.get("model"), registered, resolve), "task": _optional_text(body, "task"),
-            "lang": _optional_text(body, "lang"), "lang_guess": _optional_text(body, "lang_guess"),
-            "max_len": _token_count(body, "max_len", budget),
-            "head_max_len": _token_count(body, "head_max_len", budget), "min_confidence": min_confidence}
+def narrows(questions: dict, group: int) -> bool:
+    """Tournament mode's rule: narrow when a choice has more than `group` options, unless such a choice has
+    non-string labels or an option_order (then one pass); past 100 options always (string labels needed)."""
+    if not group:
+        return False
+    big = {qid: d for qid, d in questions.items() if _raw_kind(d)[0] == "choice" and _raw_kind(d)[1] > group}
+    if not big:
+        return False
+    plain = {qid: not all(isinstance(label, str) for label in d["criteria"]) for qid, d in big.items()}
+    if any(_raw_kind(d)[1] > MAX_CHOICE_OPTIONS for d in big.values()):
+        for qid, bad in plain.items():
+            if bad:
+                raise fail("tournament_labels", qid=qid)
+        return True
+    return not any(plain[qid] or d.get("option_order") is not None for qid, d in big.items())
 
 
-def _object(data: Any, what: str) -> dict:
-    if not isinstance(data, dict):
-        raise ApiError(400, f"the body must be a JSON object with {what}, not {type(data).__name__}")
-    return data
+def _questions(questions: dict, limits: Limits) -> tuple[int, str, bool]:
+    _, n, key = _validated(questions)
+    return n, key, narrows(questions, limits.tournament_group)
 
 
-def parse_single(data: Any, registered: list[str], resolve: Any, budget: int,
-                 max_choice_options: int = MAX_CHOICE_OPTIONS) -> Decision:
-    body = _object(data, "'state' and 'questions'")
-    _check_keys(body, SINGLE_KEYS, REFUSED_KEYS)
-    if "state" not in body:
-        raise ApiError(400, "'state' is missing; send the text (or JSON data) to decide about")
-    chars = check_state(body["state"], "state")
-    questions, n, key = _questions(body, max_choice_options)
-    return Decision(body["state"], questions, n, **_controls(body, registered, resolve, budget), chars=chars,
-                    questions_key=key)
+def _sent(body: dict, names: tuple[str, ...]) -> dict:
+    return {k: body[k] for k in names if body.get(k) is not None}
 
 
-def parse_batch(data: Any, registered: list[str], resolve: Any, budget: int,
-                max_choice_options: int = MAX_CHOICE_OPTIONS) -> list[Decision]:
-    body = _object(data, "'states' and 'questions'")
-    _check_keys(body, BATCH_KEYS, (*REFUSED_KEYS, "diagnostics"))
-    states = body.get("states")
-    if states is None:
-        raise ApiError(400, "'states' is missing; send a non-empty list of states")
+# ---- the two routes --------------------------------------------------------------------------------
+
+def as_limits(limits: Any, resolve: Any = None, budget: int = DEFAULT_MAX_TOKEN_BUDGET,
+              max_choice_options: int = MAX_CHOICE_OPTIONS) -> Limits:
+    """A `Limits`, also from the older positional form (registered names, resolve, budget, choice limit)."""
+    if isinstance(limits, Limits):
+        return limits
+    return Limits(list(limits or ()), resolve or (lambda name: name), budget, max_choice_options)
+
+
+def parse_single(data: Any, limits: Any, *args: Any) -> Decision:
+    limits = as_limits(limits, *args)
+    if not isinstance(data, dict) or data.get("questions") is None:
+        raise fail("not_single")
+    if data.get("state") is None:
+        raise fail("state_required")
+    questions = data["questions"]
+    if not isinstance(questions, dict):
+        raise fail("questions_not_object")
+    chars = check_state(data["state"])
+    check_limits(questions, limits.max_choice_options)
+    _check_keys(data, SINGLE_KEYS)
+    controls = _controls(data, limits)
+    n, key, narrow = _questions(questions, limits)
+    return Decision(data["state"], questions, n, **controls, chars=chars, questions_key=key, narrow=narrow,
+                    sent=_sent(data, BODY_CONTROLS))
+
+
+def _batch_call_controls(data: dict) -> tuple[int | None, bool]:
+    batch_size = data.get("batch_size")
+    if batch_size is not None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+            raise fail("batch_size_not_int")
+        if batch_size < 1:
+            raise fail("batch_size_not_positive", value=batch_size)
+    sort_by_length = data.get("sort_by_length")
+    if sort_by_length is not None and not isinstance(sort_by_length, bool):
+        raise fail("sort_not_bool")
+    return batch_size, bool(sort_by_length)
+
+
+def parse_batch(data: Any, limits: Any, *args: Any) -> list[Decision]:
+    limits = as_limits(limits, *args)
+    if not isinstance(data, dict) or data.get("questions") is None or "states" not in data:
+        raise fail("not_batch")
+    states = data["states"]
     if not isinstance(states, list) or not states:
-        raise ApiError(400, f"'states' must be a non-empty list, got {states!r:.80}")
+        raise fail("states_not_list")
+    for index, state in enumerate(states):
+        if state is None:
+            raise fail("batch_state_required", index=index)
+    questions = data["questions"]
+    if not isinstance(questions, dict):
+        raise fail("questions_not_object")
     if len(states) > MAX_BATCH_STATES:
-        raise ApiError(413, f"{len(states)} states in one batch; the limit is {MAX_BATCH_STATES}: split the batch")
-    chars = [check_state(state, f"states[{i}]") for i, state in enumerate(states)]
-    questions, n, key = _questions(body, max_choice_options)
-    controls = _controls(body, registered, resolve, budget)
-    batch_size = body.get("batch_size")
-    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise ApiError(422, f"batch_size must be an integer >= 1, got {batch_size!r}")
-    sort_by_length = body.get("sort_by_length", False)
-    if sort_by_length is None:
-        sort_by_length = False
-    if not isinstance(sort_by_length, bool):
-        raise ApiError(422, f"sort_by_length must be true or false, got {sort_by_length!r}")
+        raise fail("too_many_states", count=len(states), limit=MAX_BATCH_STATES)
+    chars = [check_state(state) for state in states]
+    check_limits(questions, limits.max_choice_options)
+    _check_keys(data, BATCH_KEYS, BATCH_BODY_OUT_PARAMETERS)
+    controls = _controls(data, limits)
+    batch_size, sort_by_length = _batch_call_controls(data)
+    n, key, narrow = _questions(questions, limits)
+    sent = _sent(data, (*BODY_CONTROLS, *BATCH_BODY_CALL_CONTROLS))
+    if not sort_by_length:
+        sent.pop("sort_by_length", None)  # false forwards nothing
     return [Decision(state, questions, n, **controls, batch_size=batch_size, sort_by_length=sort_by_length,
-                     chars=c, questions_key=key) for state, c in zip(states, chars)]
+                     chars=c, questions_key=key, narrow=narrow, sent=sent) for state, c in zip(states, chars)]

@@ -1,0 +1,82 @@
+"""What `/health`, `/v1/models` and answers show about the router: resident checkpoints, their real devices,
+and checkpoint names in place of the server's local paths."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .limits import LIVENESS_ONLY
+
+
+def _read(router: Any, name: str, default: Any) -> Any:
+    value = getattr(router, name, default)
+    return value() if callable(value) else value
+
+
+def known_names(router: Any) -> list[str]:
+    """Every checkpoint name the router knows (built-ins and registrations), in its order."""
+    models = getattr(router, "models", None)
+    if isinstance(models, dict):
+        return list(models)
+    return list(_read(router, "registered", ()) or ())
+
+
+def description(router: Any, name: str) -> str | None:
+    descriptions = getattr(router, "descriptions", None)
+    if isinstance(descriptions, dict):
+        return descriptions.get(name)
+    describe = getattr(router, "describe", None)
+    return describe(name) if callable(describe) else None
+
+
+def health(router: Any, preference: Any = None) -> dict:
+    """The full payload: loaded names, revisions, the first resident checkpoint's device type (else the
+    preference), per-checkpoint devices and CPU fallbacks. Loads nothing and leaves the LRU order alone."""
+    from ..mcp.device import agent_device, resolve_device, router_agent
+
+    loaded = list(_read(router, "loaded", ()) or ())
+    agents = {name: router_agent(router, name) for name in loaded}
+    devices = {name: agent_device(agent) for name, agent in agents.items()}
+    first = next(iter(devices.values()), None)
+    return {**LIVENESS_ONLY, "loaded": loaded, "revisions": dict(_read(router, "loaded_revisions", {}) or {}),
+            "device": first if devices else resolve_device(str(preference) if preference else None),
+            "device_is_preference": not devices, "checkpoint_devices": devices,
+            "cpu_fallbacks": {name: {"count": int(getattr(agent, "cpu_fallback_count", 0) or 0),
+                                     "last_reason": getattr(agent, "last_fallback_reason", None)}
+                              for name, agent in agents.items()}}
+
+
+def is_local_path(source: Any) -> bool:
+    """Whether a checkpoint source is a place on this machine (not a Hub id)."""
+    if not isinstance(source, str):
+        return False
+    expanded = os.path.expanduser(source)
+    return os.path.isabs(expanded) or source.startswith((".", "~")) or "\\" in source or os.path.exists(source)
+
+
+class PublicRepo:
+    """`routing.repo` as a client may see it: the Hub id, or the checkpoint's name when it is a local path."""
+
+    def __init__(self):
+        self._seen: dict[tuple, str] = {}
+
+    def __call__(self, routing: Any) -> Any:
+        if not isinstance(routing, dict) or not isinstance(routing.get("repo"), str):
+            return routing
+        key = (routing.get("model"), routing["repo"])
+        shown = self._seen.get(key)
+        if shown is None:
+            shown = str(key[0]) if is_local_path(key[1]) and key[0] is not None else key[1]
+            if len(self._seen) < 1024:
+                self._seen[key] = shown
+        return routing if shown == routing["repo"] else {**routing, "repo": shown}
+
+
+def missing_local_sources(sources: dict) -> list[str]:
+    """`name -> path` lines for configured local checkpoints that are not on disk."""
+    out = []
+    for name, source in sources.items():
+        if isinstance(source, str) and is_local_path(source) and not os.path.exists(os.path.expanduser(source)):
+            out.append(f"{name} -> {source}")
+    return out
