@@ -635,3 +635,50 @@ def test_module_names():
     assert resolve_model_spec("ml") == (BUNDLE_REPO, "multilingual") and resolve_model_spec("nope") is None
     assert STANDALONE_MODELS["typed-decisions"] == "convaiinnovations/laya-typed-decisions"
     assert laya.Router is Router and laya.RouteDecision is RouteDecision
+
+
+# ---- §4.11 route column (real detection) and hooks_timeout (R-HK-3 on the Router) -------------------------
+
+ROUTE_EXAMPLES = [
+    ("Cancel my order", "multilingual"),
+    ("blorp zyx wibble quork", "multilingual"),
+    ("Could you please send me the invoice again", "english"),
+    ("Je voudrais annuler ma commande pour demain", "multilingual"),
+    ("hittar inte kvittot", "multilingual"),
+    ("LOS ANGELES EL PASO LAS VEGAS", "multilingual"),
+    ("ñandú ñandú ñu", "multilingual"),
+    ("Заказ не пришёл", "multilingual"),
+    ("#4471-22", "multilingual"),
+    ("Please email us at help@example.com about this order", "english"),
+    ("Please forward this to Дмитрий Петров in accounting today", "english"),
+    ("Please ask γιώργος και μαρία about the invoice before Friday", "multilingual"),
+    ("Set α to 0.05 before the run", "english"),
+    ("Please refund the café order today", "english"),
+    ("Please refund the café order from José today", "multilingual"),
+    ("東京駅の近くで財布を落としました", "multilingual"),
+]
+
+
+@pytest.mark.parametrize("state,model", ROUTE_EXAMPLES)
+def test_published_route_examples(state, model):
+    assert Router().route(state).model == model
+
+
+def test_english_default_takes_the_undecided_states():
+    r = Router(default="english")
+    assert r.route("Cancel my order").model == "english" and r.route("#4471-22").model == "english"
+    assert r.route("Заказ не пришёл").model == "multilingual"
+
+
+def test_hooks_timeout_is_checked_at_construction_and_per_call():
+    with pytest.raises(ValueError, match="hooks_timeout must be a positive finite number or None; got 0"):
+        Router(hooks_timeout=0)
+    r, _ = stub_router()
+    with pytest.raises(ValueError, match="not a bool"):
+        r.route("x", hooks_timeout=True)
+    with pytest.raises(ValueError, match="hooks_timeout"):
+        r.route_batch([{"state": "x", "questions": Q}], hooks_timeout=-1)
+    with pytest.raises(ValueError, match="hooks_timeout"):
+        r.predict_batch([{"state": "x", "questions": Q}], hooks_timeout=float("inf"))
+    assert r.predict_batch([{"state": "x", "questions": Q}], hooks_timeout="0.5")[0]["routing"]
+    assert Router(hooks_timeout="2").hooks_timeout == 2.0
