@@ -451,10 +451,10 @@ def test_evidence(tmp_path):
 
 @pytest.fixture
 def fake_cli(monkeypatch):
-    import laya.evals.cli_commands as commands
+    import laya.evals_cli
 
     runner = BatchRunner()
-    monkeypatch.setattr(commands, "make_runner", lambda args: runner)
+    monkeypatch.setattr(laya.evals_cli, "make_runner", lambda args: runner)
     return runner
 
 
@@ -603,3 +603,32 @@ def test_evals_stay_torch_free():
     code = "import sys, laya.evals, laya.evidence, laya.evals_cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+class FakeRouter:
+    made: list = []
+
+    def __init__(self, models=None, device=None, revision=None, revisions=None):
+        FakeRouter.made.append({"models": models, "device": device, "revision": revision, "revisions": revisions})
+        self.calls = []
+
+    def predict(self, state, questions, model=None, min_confidence=None):
+        return {**FakeRunner().answer(questions), "routing": {"model": model or "english"}}
+
+    def predict_batch(self, requests, batch_size=None, min_confidence=None, sort_by_length=False):
+        return [self.predict(r["state"], r["questions"], r.get("model")) for r in requests]
+
+
+@pytest.mark.parametrize("where", ["laya.evals_cli", "laya"])
+def test_cli_run_builds_a_router_runner(where, monkeypatch, data_file, tmp_path, capsys):
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(where), "Router", FakeRouter)
+    FakeRouter.made.clear()
+    out = tmp_path / "r.json"
+    assert main(["run", data_file, "--device", "cpu", "--revision", "abc", "--revision", "english=def",
+                 "--batch-size", "2", "--model", "multilingual", "--json", str(out)]) == 0
+    assert FakeRouter.made == [{"models": None, "device": "cpu", "revision": "abc", "revisions": {"english": "def"}}]
+    assert {c["model"] for c in json.loads(out.read_text())["cases"]} == {"multilingual"}
+    assert main(["run", data_file, "--revision", "a", "--revision", "b"]) == 2
+    assert "--revision" in capsys.readouterr().err

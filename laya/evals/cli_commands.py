@@ -44,22 +44,32 @@ def _custom_model(model: str | None) -> tuple[str | None, dict]:
     return "custom", {"custom": model}
 
 
+def _router_class() -> Any:
+    """`laya.evals_cli.Router` when replaced there, else `laya.Router` (which may be replaced too)."""
+    import laya
+    from laya import evals_cli
+    from laya.router import Router
+
+    return evals_cli.Router if evals_cli.Router is not Router else laya.Router
+
+
 def make_runner(args: Any) -> Any:
     """The runner of `run`: `OnnxRunner(agent)` with --onnx, else `RouterRunner(laya.Router(...))`."""
     import laya
+    from laya import evals_cli
 
     from ..registry import BUNDLE_REPO
-    from .runners import OnnxRunner, RouterRunner
 
     revision, revisions = parse_revisions(args.revision)
     if args.onnx is not None:
         source = args.model or BUNDLE_REPO
         agent = laya.load(source, backend="onnx", onnx_path=args.onnx, calibration=args.calibration,
                           revision=revisions.get(source, revision))
-        return OnnxRunner(agent, model_id=args.model or getattr(agent, "model_id", source))
+        return evals_cli.OnnxRunner(agent, model_id=args.model or getattr(agent, "model_id", source))
     _, models = _custom_model(args.model)
-    return RouterRunner(laya.Router(models=models or None, device=args.device, revision=revision,
-                                    revisions=revisions or None))
+    router = _router_class()(models=models or None, device=args.device, revision=revision,
+                             revisions=revisions or None)
+    return evals_cli.RouterRunner(router)
 
 
 def _threshold_failures(args: Any, overall: dict) -> list[str]:
@@ -157,7 +167,9 @@ def cmd_run(args: Any) -> int:
     dataset, evaluators, baseline, tolerances = _run_inputs(args)
     config = {"command": "laya-evals run", "runner": "onnx" if args.onnx else "router", "model": args.model,
               "device": args.device, "revision": list(args.revision or []) or None}
-    report = evaluate(make_runner(args), dataset, evaluators, batch_size=args.batch_size, on_error=args.on_error,
+    from laya import evals_cli
+
+    report = evaluate(evals_cli.make_runner(args), dataset, evaluators, batch_size=args.batch_size, on_error=args.on_error,
                       config=config, sort_by_length=args.sort_by_length, min_confidence=min_confidence)
     _print_overall(report.overall, report.slices, args.slice or [])
     _write(args.json, report.to_json())
