@@ -1,28 +1,30 @@
 """Predict hooks: observe or rewrite a predict call (start: inputs, end: results) or answer it from a cache.
 
-Hooks come from three places, composed in this order: process defaults, hooks installed on the agent,
-hooks passed to the call. A hook is an object with any subset of the event methods, or a plain
-callable (used for start or end, depending on the argument it was passed as).
+Hooks come from three places, composed in this order (`compose_hooks`): process defaults, hooks installed
+on the agent or router, hooks passed to the call. A hook is an object with any subset of the event
+methods (`HOOK_EVENTS`), or a plain callable passed as `on_predict_start=` / `on_predict_end=`.
+`dispatch` runs one event over a list of hooks; `OptionStabilityHook` lives in `laya.stability`.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import itertools
-import random
-import re
+import contextvars
+import inspect
+import math
 import threading
 import time
 import uuid
 import warnings
-import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
-from .answers import positive_int, unit_interval
+HOOK_EVENTS = ("on_predict_start", "on_predict_end", "on_route", "on_load", "on_evict", "on_error")
+EVENTS = HOOK_EVENTS  # the earlier name
 
-EVENTS = ("on_predict_start", "on_predict_end", "on_route", "on_load", "on_evict", "on_error")
+HookArg = Union[object, Sequence[object], None]  # one hook object, a list/tuple of them, or None
+PredictHookArg = Optional[Callable[["PredictContext"], Any]]  # a plain callable for one predict event
 
 
 @dataclass(eq=False)  # identity equality: two contexts are never "the same call"
@@ -37,19 +39,36 @@ class PredictContext:
     router: Any = None
     max_len: int | None = None
     head_max_len: int | None = None
-    usage: dict = field(default_factory=lambda: {"input_tokens": 0, "output_tokens": 0})
-    started_at: float = field(default_factory=time.time)
+    usage: dict | None = None
+    started_at: float = field(default_factory=time.perf_counter)
     elapsed_ms: float | None = None
     error: BaseException | None = None
-    skipped: bool = False
 
     def skip(self, results: list) -> None:
-        """Answer this call with `results` (one, or one per state) and run no inference."""
-        if not isinstance(results, list) or len(results) not in (1, len(self.states)):
-            raise ValueError(f"skip() needs a list of 1 result or {len(self.states)} results (one per state), "
-                             f"got {type(results).__name__} of length {len(results) if isinstance(results, list) else '?'}")
-        self.results = list(results) * len(self.states) if len(results) == 1 else list(results)
-        self.skipped = True
+        """Answer this call with `results` (one for the whole call, or one per state): no inference runs."""
+        if not isinstance(results, list):
+            raise TypeError(f"ctx.skip() takes a list of results, got {type(results).__name__}")
+        if len(results) not in (1, len(self.states)):
+            raise ValueError(f"ctx.skip() takes one result for the whole call or one per state in ctx.states "
+                             f"({len(self.states)}); got {len(results)}")
+        self.results = results
+        self.__dict__["_answered"] = True
+
+    @property
+    def skipped(self) -> bool:
+        """Whether the start hooks answered the call (ctx.skip, or ctx.results set before inference)."""
+        return self.__dict__.get("_answered", False)
+
+
+def aggregate_usage(results: Any) -> dict:
+    """{"input_tokens", "output_tokens"} summed over results (a missing count is 0)."""
+    totals = {"input_tokens": 0, "output_tokens": 0}
+    for result in results or ():
+        usage = result.get("usage") if isinstance(result, dict) else None
+        if isinstance(usage, dict):
+            for key in totals:
+                totals[key] += usage.get(key) or 0
+    return totals
 
 
 class CallableHook:
@@ -57,45 +76,74 @@ class CallableHook:
 
     def __init__(self, fn: Callable, event: str):
         if not callable(fn):
-            raise TypeError(f"{event} hook must be callable, got {type(fn).__name__}")
+            raise TypeError(f"{event} must be callable, got {type(fn).__name__}")
         setattr(self, event, fn)
         self.fn = fn
 
 
-def as_hooks(hooks: Any) -> list:
-    """Normalise None / one hook / a list of hooks into a list; refuse objects with no event method."""
-    if hooks is None:
-        return []
-    items = list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
-    for h in items:
-        if not any(callable(getattr(h, e, None)) for e in EVENTS):
-            raise TypeError(f"hook {h!r} has none of the hook methods {', '.join(EVENTS)}; pass an object "
-                            "with one of them, or a callable as on_predict_start/on_predict_end")
+def _check_hook(hook: Any) -> None:
+    if isinstance(hook, type):
+        raise TypeError(f"hooks entries must be instances, not classes; got {hook.__name__}. Instantiate it first.")
+    present = [e for e in HOOK_EVENTS if getattr(hook, e, None) is not None]
+    if not present:
+        raise TypeError(f"hooks entries must implement at least one of {', '.join(HOOK_EVENTS)}; got "
+                        f"{type(hook).__name__}. Pass a plain callable as on_predict_start=/on_predict_end= instead.")
+    for event in present:
+        value = getattr(hook, event)
+        if not callable(value):
+            raise TypeError(f"hooks entry {type(hook).__name__}.{event} must be callable, got {type(value).__name__}")
+
+
+def normalise_hooks(hooks: HookArg = None, on_predict_start: PredictHookArg = None,
+                    on_predict_end: PredictHookArg = None) -> list:
+    """One hook, a list/tuple of hooks, and the two callable adapters, as one checked list."""
+    items = [] if hooks is None else list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
+    for hook in items:
+        _check_hook(hook)
+    if on_predict_start is not None:
+        items.append(CallableHook(on_predict_start, "on_predict_start"))
+    if on_predict_end is not None:
+        items.append(CallableHook(on_predict_end, "on_predict_end"))
     return items
 
 
-def with_callables(hooks: list, on_start: Callable | None, on_end: Callable | None) -> list:
-    out = list(hooks)
-    if on_start is not None:
-        out.append(CallableHook(on_start, "on_predict_start"))
-    if on_end is not None:
-        out.append(CallableHook(on_end, "on_predict_end"))
-    return out
+def as_hooks(hooks: HookArg) -> list:
+    """normalise_hooks without adapters (the name the engine and router use)."""
+    return normalise_hooks(hooks)
+
+
+def with_callables(hooks: list, on_start: PredictHookArg, on_end: PredictHookArg) -> list:
+    return [*hooks, *normalise_hooks(None, on_start, on_end)]
+
+
+def validate_timeout(value: Any) -> float | None:
+    """`hooks_timeout`: None, or a positive finite number of seconds (a numeric string is read as one)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError(f"hooks_timeout must be a positive finite number or None, not a bool; got {value!r}")
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"hooks_timeout must be a positive finite number or None; got {value!r}")
+    return seconds
 
 
 _defaults: list = []
 _defaults_lock = threading.Lock()
 
 
-def set_default_hooks(hooks: Any) -> None:
+def set_default_hooks(hooks: HookArg) -> None:
     global _defaults
     with _defaults_lock:
-        _defaults = as_hooks(hooks)
+        _defaults = normalise_hooks(hooks)
 
 
 def add_default_hook(hook: Any) -> None:
     with _defaults_lock:
-        _defaults.extend(as_hooks(hook))
+        _defaults.extend(normalise_hooks(hook))
 
 
 def clear_default_hooks() -> None:
@@ -113,20 +161,26 @@ def has_default_hooks() -> bool:
     return bool(_defaults)
 
 
+def compose_hooks(installed: Sequence[Any], hooks: HookArg = None, on_predict_start: PredictHookArg = None,
+                  on_predict_end: PredictHookArg = None) -> list:
+    """The hooks of one call: process defaults, then `installed`, then the per-call ones."""
+    return [*default_hooks(), *installed, *normalise_hooks(hooks, on_predict_start, on_predict_end)]
+
+
 class HookRegistry:
     """Mixin: hooks installed on an object (between process defaults and per-call hooks)."""
 
     hooks: list
 
     def add_hook(self, hook: Any) -> None:
-        self.hooks = [*self.hooks, *as_hooks(hook)]
+        self.hooks = [*self.hooks, *normalise_hooks(hook)]
 
     def remove_hook(self, hook: Any) -> None:
         self.hooks = [h for h in self.hooks if h is not hook and getattr(h, "fn", None) is not hook]
 
     @contextlib.contextmanager
     def hooks_installed(self, *hooks: Any) -> Iterator[None]:
-        added = as_hooks(list(hooks))
+        added = normalise_hooks(list(hooks))
         self.hooks = [*self.hooks, *added]
         try:
             yield
@@ -134,22 +188,41 @@ class HookRegistry:
             self.hooks = [h for h in self.hooks if all(h is not a for a in added)]
 
 
-def _call_with_timeout(fn: Callable, ctx: PredictContext, timeout: float | None) -> None:
+# ---- running one event ------------------------------------------------------------------------------
+
+def _call(fn: Callable, ctx: Any) -> Any:
+    """fn(ctx), awaiting what it returns when that is awaitable."""
+    result = fn(ctx)
+    if inspect.isawaitable(result):
+        return run_coroutine_sync(result)
+    return result
+
+
+def _call_with_timeout(fn: Callable, ctx: Any, timeout: float | None) -> None:
     if timeout is None:
-        fn(ctx)
+        _call(fn, ctx)
         return
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-    try:
-        pool.submit(fn, ctx).result(timeout=timeout)
+    try:  # the worker sees the caller's context variables
+        pool.submit(contextvars.copy_context().run, _call, fn, ctx).result(timeout=timeout)
     except concurrent.futures.TimeoutError:
-        raise TimeoutError(f"hook {fn!r} did not finish within hooks_timeout={timeout}s") from None
+        name = getattr(fn, "__qualname__", type(fn).__name__)
+        raise TimeoutError(f"laya: hook {name} exceeded {timeout}s") from None
     finally:
         pool.shutdown(wait=False)
 
 
-def fire(hooks: list, event: str, ctx: PredictContext, raise_errors: bool, timeout: float | None,
-         lock: Any = None) -> None:
-    """Call `event` on every hook that has it, in order."""
+def _hook_name(hook: Any, fn: Callable) -> str:
+    if isinstance(hook, CallableHook):
+        return getattr(fn, "__name__", type(fn).__name__)
+    return type(hook).__name__
+
+
+def dispatch(hooks: Sequence[Any], event: str, ctx: Any, *, raise_errors: bool = True, lock: Any = None,
+             timeout: float | None = None) -> None:
+    """Call `event` on every hook that has it, in order. A failure raises (raise_errors) or becomes a
+    RuntimeWarning; after on_predict_start, results a hook supplied answer the call (one is broadcast
+    to every state)."""
     for hook in hooks:
         fn = getattr(hook, event, None)
         if not callable(fn):
@@ -160,8 +233,16 @@ def fire(hooks: list, event: str, ctx: PredictContext, raise_errors: bool, timeo
         except Exception as e:
             if raise_errors:
                 raise
-            warnings.warn(f"laya: {event} hook {fn!r} failed and was ignored (hooks_raise=False): "
-                          f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=3)
+            warnings.warn(f"laya: hook {_hook_name(hook, fn)}.{event} failed: {e}", RuntimeWarning, stacklevel=3)
+    if event == "on_predict_start" and isinstance(ctx, PredictContext) and ctx.results is not None:
+        ctx.__dict__["_answered"] = True
+        if isinstance(ctx.results, list) and len(ctx.results) == 1 and len(ctx.states) != 1:
+            ctx.results = ctx.results * len(ctx.states)
+
+
+def fire(hooks: list, event: str, ctx: Any, raise_errors: bool, timeout: float | None, lock: Any = None) -> None:
+    """dispatch with positional arguments (the engine's and router's call form)."""
+    dispatch(hooks, event, ctx, raise_errors=raise_errors, lock=lock, timeout=timeout)
 
 
 # ---- public hook base classes ------------------------------------------------------------------------
@@ -228,6 +309,8 @@ class AsyncHook:
     """
 
     def __init__(self, hook: Any, loop: Any = None):
+        if isinstance(hook, type):
+            raise TypeError(f"AsyncHook wraps an instance, not a class; got {hook.__name__}")
         if not any(callable(getattr(hook, e, None)) for e in EVENTS):
             raise TypeError(f"AsyncHook needs an object with one of the hook methods {', '.join(EVENTS)}, "
                             f"got {hook!r}")
@@ -329,260 +412,47 @@ def _shared_loop() -> Any:
         return loop
 
 
-# ---- OptionStabilityHook --------------------------------------------------------------------------------
-
-STABILITY_VARIANTS = ("full", "order", "rename")
-_PROBE_ID = re.compile(r"~stability\d+~*$")
 
 
-def _neutral_name(j: int) -> str:
-    """A, B, ..., Z, then O27, O28, ... (the names relabelled options get)."""
-    return chr(ord("A") + j) if j < 26 else f"O{j + 1}"
+def _same_thread(loop: Any) -> bool:
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
-def _distinct_perms(rng: random.Random, k: int, n: int, identity_ok: bool) -> list[tuple[int, ...]]:
-    """Up to `n` distinct permutations of range(k), drawn with `rng` (without the identity unless allowed)."""
-    identity = tuple(range(k))
-    if k <= 7:  # 5040 permutations at most: draw without replacement from all of them
-        pool = [p for p in itertools.permutations(range(k)) if identity_ok or p != identity]
-        return rng.sample(pool, min(n, len(pool)))
-    out: list[tuple[int, ...]] = []
-    while len(out) < n:  # k >= 8: 40320+ permutations, a repeat is rare
-        p = list(range(k))
-        rng.shuffle(p)
-        t = tuple(p)
-        if (identity_ok or t != identity) and t not in out:
-            out.append(t)
-    return out
+def run_coroutine_sync(coro: Any, loop: Any = None) -> Any:
+    """Run a coroutine (or any awaitable) to completion from synchronous code and return its result.
+
+    Without `loop`: in this thread, or on laya's background loop when a loop already runs in this
+    thread. With `loop`: on that loop, which must be running in another thread (else ValueError, and the
+    coroutine is closed so it never warns "was never awaited")."""
+    import asyncio
+
+    if not asyncio.iscoroutine(coro):
+        awaitable = coro
+
+        async def as_coroutine() -> Any:
+            return await awaitable
+
+        coro = as_coroutine()
+    if loop is not None:
+        if not loop.is_running() or loop.is_closed():
+            coro.close()
+            raise ValueError("run_coroutine_sync: the loop passed is not running")
+        if _same_thread(loop):
+            coro.close()
+            raise ValueError("run_coroutine_sync: the loop passed runs in the calling thread; waiting on it "
+                             "would deadlock (await the coroutine there instead)")
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    return asyncio.run_coroutine_threadsafe(coro, _shared_loop()).result()
 
 
-@dataclass
-class _Probe:
-    """One probed question of one call: how its variants' answers map back to its options."""
-
-    index: dict  # original label -> option index
-    variants: list  # [(variant id, {variant label: original option index})]
-
-
-class OptionStabilityHook(PredictHook):
-    """Measure how stable each choice answer is under option reordering and renaming, in the same forward.
-
-    On `on_predict_start` every probed choice question (all choice questions, or those whose ids are in
-    `probes`; other question types are never probed) gets up to `n_shuffles` variant questions appended to
-    the call's question dict. The variants ask the same instructions over the same options, changed by
-    `variants`:
-      "full"   - the options in a different order (a distinct non-identity `option_order` per variant)
-                 and, when `relabel` is true and the question has at most `rename_max_options` options,
-                 renamed to neutral names in reading order (A, B, C, ...: the option shown first is "A"),
-                 each neutral name prefixed to the option's original text ("A: billing: invoices ...");
-      "order"  - only the different order, original labels;
-      "rename" - original order, options renamed to a different assignment of the neutral names per
-                 variant (needs `relabel`; a question above `rename_max_options` falls back to "order").
-    Variants are answered in the call's one forward, next to the original questions; each question is
-    its own row, so the original answers are the answers a plain predict gives. A question with k
-    options has at most k!-1 reorderings (k! renamings), hence "up to" `n_shuffles`.
-
-    On `on_predict_end` the variants are removed from every result (a caller, and end hooks after this
-    one, never see a probe id) and each probed choice answer gains
-        "reliability": {"agreement": share of variants whose answer, mapped back to the original options,
-                                     is the original answer's choice (0..1),
-                        "mean_prob": mean probability the variants give the original choice (0..1),
-                        "variants":  how many variants were answered,
-                        "decision":  "accept" | "review" | "escalate"}
-    `accept` is the lowest agreement that accepts (agreement >= accept -> "accept"); `escalate` is the
-    agreement below which the answer is escalated (agreement < escalate -> "escalate"); anything in
-    between is "review". Both in [0, 1] with escalate <= accept. A single-option question has no
-    variants: agreement 1.0, mean_prob its probability, variants 0. Floats are rounded to 4 decimals like
-    every answer field; the decision uses the unrounded agreement.
-
-    Usage: the probe rows are encoded once, in the same forward, so `usage["input_tokens"]` (and the
-    call's `ctx.usage`) counts every row that ran exactly once - originals and probes - and
-    `usage["probe_rows"]` says how many of this state's rows were probes. Probe ids are removed from
-    `usage["options"]`; a truncated probe is reported under its original question id in
-    `usage["truncated_questions"]` (so `truncated` still agrees with that list).
-
-    `seed`: None draws fresh permutations every call; an int makes them a pure function of (seed,
-    question id, option count), so a call is reproducible. A call answered by `ctx.skip` (a cache) is
-    passed through with only the probe ids removed.
-    """
-
-    def __init__(self, *, accept: float, escalate: float, probes: Any = None, n_shuffles: int = 3,
-                 relabel: bool = True, rename_max_options: int = 20, variants: str = "full",
-                 seed: int | None = None):
-        self.accept = unit_interval(accept, "accept")
-        self.escalate = unit_interval(escalate, "escalate")
-        if self.escalate > self.accept:
-            raise ValueError(f"escalate ({escalate}) must not exceed accept ({accept}): agreement >= accept "
-                             "accepts, agreement < escalate escalates, anything between is reviewed")
-        positive_int(n_shuffles, "n_shuffles")
-        positive_int(rename_max_options, "rename_max_options")
-        if variants not in STABILITY_VARIANTS:
-            raise ValueError(f"variants must be one of {', '.join(map(repr, STABILITY_VARIANTS))}, got {variants!r}")
-        if variants == "rename" and not relabel:
-            raise ValueError("variants='rename' needs relabel=True")
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-            raise ValueError(f"seed must be an int or None, got {seed!r}")
-        if probes is not None:
-            probes = frozenset([probes] if isinstance(probes, (str, int)) else probes)
-        self.probes = probes
-        self.n_shuffles = n_shuffles
-        self.relabel = bool(relabel)
-        self.rename_max_options = rename_max_options
-        self.variants = variants
-        self.seed = seed
-        self._calls: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # ctx -> {qid: _Probe}
-        self._calls_lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return (f"OptionStabilityHook(accept={self.accept}, escalate={self.escalate}, n_shuffles={self.n_shuffles}, "
-                f"variants={self.variants!r}, seed={self.seed})")
-
-    def decision(self, agreement: float) -> str:
-        if agreement >= self.accept:
-            return "accept"
-        if agreement < self.escalate:
-            return "escalate"
-        return "review"
-
-    # ---- start: add the variants ----
-
-    def _rng(self, qid: Any, k: int) -> random.Random:
-        if self.seed is None:
-            return random.Random()
-        return random.Random(f"laya-option-stability:{self.seed}:{qid!r}:{k}")
-
-    def _variant_defs(self, qid: Any, definition: dict, q: Any) -> list[tuple[dict, dict]]:
-        """[(variant definition, {variant label: original option index})] for one choice question."""
-        k = q.k
-        if k < 2:
-            return []
-        rng = self._rng(qid, k)
-        rename = self.relabel and k <= self.rename_max_options and self.variants != "order"
-        base = {key: value for key, value in definition.items() if key not in ("criteria", "option_order")}
-        out = []
-        if self.variants == "rename" and rename:
-            for names in _distinct_perms(rng, k, self.n_shuffles, identity_ok=True):
-                labels = [_neutral_name(names[i]) for i in range(k)]  # option i is called labels[i]
-                criteria = {labels[i]: q.option_texts[i] for i in range(k)}  # canonical order kept
-                out.append(({**base, "criteria": criteria}, {label: i for i, label in enumerate(labels)}))
-            return out
-        for order in _distinct_perms(rng, k, self.n_shuffles, identity_ok=False):
-            if rename:  # slot s shows option order[s] and calls it _neutral_name(s)
-                labels = [""] * k
-                for slot, option in enumerate(order):
-                    labels[option] = _neutral_name(slot)
-                criteria = {labels[i]: q.option_texts[i] for i in range(k)}
-                mapping = {label: i for i, label in enumerate(labels)}
-            else:
-                criteria = definition["criteria"]
-                mapping = {label: i for i, label in enumerate(q.labels)}
-            out.append(({**base, "criteria": criteria, "option_order": list(order)}, mapping))
-        return out
-
-    def on_predict_start(self, ctx: PredictContext) -> None:
-        from .questions import check_question
-
-        questions = ctx.questions
-        if not isinstance(questions, dict) or ctx.skipped:
-            return
-        with self._calls_lock:
-            if ctx in self._calls:
-                return  # this instance fires twice in one call (a default and a per-call hook): probe once
-        added: dict = {}
-        plan: dict = {}
-        for qid, definition in questions.items():
-            if self.probes is not None and qid not in self.probes:
-                continue
-            if not isinstance(definition, dict) or definition.get("type") != "choice":
-                continue
-            if isinstance(qid, str) and _PROBE_ID.search(qid):
-                continue  # a variant of an outer call (the hook installed on a router and its agent)
-            try:
-                q = check_question(qid, definition)
-            except (ValueError, TypeError):
-                continue  # the call itself reports the invalid question
-            entries = []
-            for n, (vdef, mapping) in enumerate(self._variant_defs(qid, definition, q)):
-                vid = f"{qid}~stability{n}"
-                while vid in questions or vid in added:
-                    vid += "~"
-                added[vid] = vdef
-                entries.append((vid, mapping))
-            plan[qid] = _Probe({label: i for i, label in enumerate(q.labels)}, entries)
-        if not plan:
-            return
-        ctx.questions = {**questions, **added}  # a new dict: the caller's is left as it was
-        with self._calls_lock:
-            self._calls[ctx] = plan
-
-    # ---- end: fold the variants back into reliability ----
-
-    def _pop(self, ctx: PredictContext) -> dict | None:
-        with self._calls_lock:
-            return self._calls.pop(ctx, None)
-
-    def on_error(self, ctx: PredictContext) -> None:
-        self._pop(ctx)
-
-    def on_predict_end(self, ctx: PredictContext) -> None:
-        plan = self._pop(ctx)
-        if not plan or not isinstance(ctx.results, list):
-            return
-        ctx.results = [self._fold(result, plan, ctx.skipped) for result in ctx.results]
-
-    def _reliability(self, answer: dict, probe: _Probe, answers: dict) -> dict | None:
-        i = probe.index.get(answer.get("choice"))
-        if i is None:
-            return None
-        votes, probs = [], []
-        for vid, mapping in probe.variants:
-            v = answers.get(vid)
-            if not isinstance(v, dict) or v.get("choice") not in mapping:
-                continue
-            votes.append(mapping[v["choice"]] == i)
-            p = list(v.get("probabilities", {}).values())  # keyed in the original option order
-            probs.append(float(p[i]) if i < len(p) else 0.0)
-        if not votes:
-            if probe.variants:  # probed, but the probe answers are gone: nothing to say
-                return None
-            p = list(answer.get("probabilities", {}).values())
-            agreement, mean_prob = 1.0, float(p[i]) if i < len(p) else 1.0
-        else:
-            agreement, mean_prob = sum(votes) / len(votes), sum(probs) / len(probs)
-        return {"agreement": round(agreement, 4), "mean_prob": round(mean_prob, 4), "variants": len(votes),
-                "decision": self.decision(agreement)}
-
-    def _fold(self, result: Any, plan: dict, skipped: bool) -> Any:
-        if not isinstance(result, dict) or not isinstance(result.get("answers"), dict):
-            return result
-        answers = result["answers"]
-        origin = {vid: qid for qid, probe in plan.items() for vid, _ in probe.variants}
-        kept = {qid: a for qid, a in answers.items() if qid not in origin}
-        if not skipped:
-            for qid, probe in plan.items():
-                answer = kept.get(qid)
-                if isinstance(answer, dict) and answer.get("type") == "choice":
-                    reliability = self._reliability(answer, probe, answers)
-                    if reliability is not None:
-                        kept[qid] = {**answer, "reliability": reliability}
-        out = {**result, "answers": kept}
-        usage = result.get("usage")
-        if isinstance(usage, dict):
-            usage = dict(usage)
-            if not skipped:
-                usage["probe_rows"] = sum(1 for vid in origin if vid in answers)
-            if isinstance(usage.get("truncated_questions"), list):
-                truncated = []
-                for qid in usage["truncated_questions"]:
-                    qid = origin.get(qid, qid)
-                    if qid not in truncated:
-                        truncated.append(qid)
-                usage["truncated_questions"] = truncated
-            if isinstance(usage.get("options"), dict):
-                options = {qid: v for qid, v in usage["options"].items() if qid not in origin}
-                if options:
-                    usage["options"] = options
-                else:
-                    del usage["options"]
-            out["usage"] = usage
-        return out
+from .stability import (ALL_VARIANTS, VARIANT_PRESETS, OptionStabilityHook, calibrate_reliability,  # noqa: E402,F401
+                        decide_reliability, make_variants)

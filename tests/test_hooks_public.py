@@ -111,7 +111,7 @@ def test_async_hook_called_from_inside_a_running_loop(agent):
 def test_async_hook_exceptions(agent):
     with pytest.raises(RuntimeError, match="async boom"):
         agent.predict(STATES[0], QUESTIONS, hooks=AsyncHook(AsyncBoom()), hooks_raise=True)
-    with pytest.warns(RuntimeWarning, match="hooks_raise=False.*async boom"):
+    with pytest.warns(RuntimeWarning, match=r"^laya: hook AsyncHook\.on_predict_start failed: async boom"):
         r = agent.predict(STATES[0], QUESTIONS, hooks=AsyncHook(AsyncBoom()), hooks_raise=False)
     assert r == agent.predict(STATES[0], QUESTIONS)
 
@@ -124,7 +124,7 @@ def test_async_hook_sync_methods_and_timeout(agent):
         async def on_predict_end(self, ctx):
             await asyncio.sleep(5)
 
-    with pytest.raises(TimeoutError, match="hooks_timeout"):
+    with pytest.raises(TimeoutError, match=r"^laya: hook AsyncHook\.on_predict_end exceeded 0\.2s$"):
         agent.predict(STATES[0], QUESTIONS, hooks=AsyncHook(Mixed()), hooks_raise=True, hooks_timeout=0.2)
 
 
@@ -135,7 +135,11 @@ def test_async_hook_refuses_non_hooks():
         AsyncHook(AsyncTagger(), loop="nope")
 
 
-# ---- OptionStabilityHook -----------------------------------------------------------------------------
+# ---- OptionStabilityHook (compat-0.4.15 R-HK-6: the published design replaced ours; the tests of the
+# earlier agreement/mean_prob block now pin the published reliability block) -----------------------------
+
+RELIABILITY_KEYS = ["probes", "option_layout", "decision", "soft_stability", "stability", "reorder_stability",
+                    "rename_stability", "n_variants", "distinct_choices", "variant_choices", "variant_support"]
 
 
 def _without_reliability(result):
@@ -143,7 +147,7 @@ def _without_reliability(result):
                                   for q, a in result["answers"].items()}}
 
 
-@pytest.mark.parametrize("variants", ["full", "order", "rename"])
+@pytest.mark.parametrize("variants", ["full", "fast", ["reversed", "letters"]])
 def test_option_stability_structure(agent, variants):
     hook = OptionStabilityHook(accept=0.8, escalate=0.4, seed=3, variants=variants)
     caller_questions = {q: dict(d) for q, d in QUESTIONS.items()}
@@ -151,26 +155,28 @@ def test_option_stability_structure(agent, variants):
     assert caller_questions == QUESTIONS  # the caller's dict is not rewritten
     plain = agent.predict_batch(STATES, QUESTIONS)
     for r, p in zip(out, plain):
-        assert list(r["answers"]) == list(QUESTIONS)  # no probe ids, original order
+        assert list(r["answers"]) == list(QUESTIONS)  # no variant ids, original order
         for qid, a in r["answers"].items():
             if a["type"] != "choice":
                 assert "reliability" not in a
                 continue
             rel = a["reliability"]
-            assert list(rel) == ["agreement", "mean_prob", "variants", "decision"]
-            assert 0.0 <= rel["agreement"] <= 1.0 and 0.0 <= rel["mean_prob"] <= 1.0
-            k = len(QUESTIONS[qid]["criteria"])
-            expected_n = {1: 0, 3: 3, 5: 3}[k]
-            assert rel["variants"] == expected_n
-            assert rel["decision"] == ("accept" if rel["agreement"] >= 0.8 else
-                                       "escalate" if rel["agreement"] < 0.4 else "review")
-        assert r["answers"]["single"]["reliability"] == {"agreement": 1.0, "mean_prob": 1.0, "variants": 0,
-                                                          "decision": "accept"}
+            assert list(rel) == RELIABILITY_KEYS
+            if qid == "single":
+                assert rel["probes"] == [] and rel["decision"] is None and rel["soft_stability"] is None
+                continue
+            assert rel["probes"] == ["reorder", "rename"] and rel["option_layout"] == "sequential"
+            assert 0.0 <= rel["soft_stability"] <= 1.0 and 0.0 <= rel["stability"] <= 1.0
+            assert rel["decision"] == ("ACCEPT" if rel["soft_stability"] >= 0.8 else
+                                       "ESCALATE" if rel["soft_stability"] < 0.4 else "VERIFY")
+            assert rel["variant_choices"]["original"] == a["choice"] and rel["n_variants"] == len(rel["variant_choices"])
+            assert rel["soft_stability"] == pytest.approx(sum(rel["variant_support"].values()) / rel["n_variants"])
+            if variants == "fast":
+                assert set(rel["variant_choices"]) == {"original", "reversed", "letters_reversed"}
         # the probes leave the original answers exactly as a plain predict gives them
         assert _without_reliability(r)["answers"] == p["answers"]
-        u = r["usage"]
-        assert u["probe_rows"] == 6 and u["input_tokens"] > p["usage"]["input_tokens"]
-        assert {k: v for k, v in u.items() if k not in ("input_tokens", "probe_rows")} == \
+        assert r["usage"]["input_tokens"] > p["usage"]["input_tokens"]  # the variant rows ran
+        assert {k: v for k, v in r["usage"].items() if k != "input_tokens"} == \
             {k: v for k, v in p["usage"].items() if k != "input_tokens"}
 
 
@@ -178,18 +184,17 @@ def test_option_stability_is_seeded(agent):
     def run(seed):
         return agent.predict_batch(STATES, QUESTIONS, hooks=OptionStabilityHook(accept=0.9, escalate=0.5, seed=seed))
 
-    first = run(11)
-    assert run(11) == first
+    assert run(11) == run(11)
 
-    def variant_defs(seed):
-        ctx = PredictContext(states=["s"], questions=QUESTIONS)
+    def variant_defs(seed, state="s"):
+        ctx = PredictContext(states=[state], questions=QUESTIONS)
         OptionStabilityHook(accept=0.9, escalate=0.5, seed=seed).on_predict_start(ctx)
         return {q: d for q, d in ctx.questions.items() if q not in QUESTIONS}
 
     assert variant_defs(11) == variant_defs(11)
-    assert variant_defs(11) != variant_defs(12)  # 5 options: 119 reorderings to draw 3 from
-    unseeded = agent.predict(STATES[0], QUESTIONS, hooks=OptionStabilityHook(accept=0.9, escalate=0.5))
-    assert unseeded["answers"]["team"]["reliability"]["variants"] == 3
+    assert variant_defs(11) != variant_defs(12)  # 5 options: the shuffles differ
+    assert variant_defs(None, "one state") == variant_defs(None, "one state")  # keyed by the single state
+    assert variant_defs(None, "one state") != variant_defs(None, "another state")
 
 
 def test_option_stability_variants_answered_in_same_forward(agent, monkeypatch):
@@ -201,11 +206,12 @@ def test_option_stability_variants_answered_in_same_forward(agent, monkeypatch):
         return infer(batch)
 
     monkeypatch.setattr(agent, "_infer", counting)
-    hook = OptionStabilityHook(accept=0.7, escalate=0.3, seed=0, probes=["team"], n_shuffles=2)
-    r = agent.predict(STATES[0], QUESTIONS, hooks=hook)
-    assert len(calls) == 1 and len(calls[0].rows) == len(QUESTIONS) + 2
-    assert "reliability" in r["answers"]["team"] and "reliability" not in r["answers"]["intent"]
-    assert r["answers"]["team"]["reliability"]["variants"] == 2 and r["usage"]["probe_rows"] == 2
+    hook = OptionStabilityHook(accept=0.7, escalate=0.3, seed=0, probes="reorder", n_shuffles=2)
+    r = agent.predict(STATES[0], {"team": QUESTIONS["team"], "urgent": QUESTIONS["urgent"]}, hooks=hook)
+    assert len(calls) == 1 and len(calls[0].rows) == 2 + 3  # original rows + reversed, shuffle1, shuffle2
+    assert "reliability" in r["answers"]["team"] and "reliability" not in r["answers"]["urgent"]
+    rel = r["answers"]["team"]["reliability"]
+    assert rel["probes"] == ["reorder"] and rel["rename_stability"] is None and rel["n_variants"] == 4
 
 
 def test_option_stability_sees_probes_only_inside(agent):
@@ -218,79 +224,83 @@ def test_option_stability_sees_probes_only_inside(agent):
         def on_predict_end(self, ctx):
             seen["end"] = list(ctx.results[0]["answers"])
 
-    # start hooks after the stability hook see the probes; end hooks after it see the cleaned results
+    # start hooks after the stability hook see the variants; end hooks after it see the cleaned results
     agent.predict(STATES[0], QUESTIONS, hooks=[OptionStabilityHook(accept=0.5, escalate=0.5, seed=1), Spy()])
-    assert len(seen["start"]) == len(QUESTIONS) + 6 and any("~stability" in str(q) for q in seen["start"])
+    assert any("::rel" in str(q) for q in seen["start"]) and seen["start"][:len(QUESTIONS)] == list(QUESTIONS)
     assert seen["end"] == list(QUESTIONS)
 
 
 def test_option_stability_reliability_arithmetic():
-    hook = OptionStabilityHook(accept=0.6, escalate=0.3, seed=0, n_shuffles=3, relabel=False, variants="order")
+    hook = OptionStabilityHook(accept=0.6, escalate=0.3, seed=0, n_shuffles=0, probes="reorder")
     q = {"c": {"type": "choice", "instructions": "x", "criteria": ["a", "b", "c"]}}
     ctx = PredictContext(states=["s"], questions=q)
     hook.on_predict_start(ctx)
-    vids = [v for v in ctx.questions if v != "c"]
-    assert len(vids) == 3 and all(ctx.questions[v]["criteria"] == ["a", "b", "c"] for v in vids)
-    assert all(sorted(ctx.questions[v]["option_order"]) == [0, 1, 2] for v in vids)
+    assert list(ctx.questions) == ["c", "c::rel1"]
+    assert ctx.questions["c::rel1"]["criteria"] == ["c", "b", "a"]  # reversed
 
-    def ans(choice, probs):
-        return {"type": "choice", "choice": choice, "probabilities": dict(zip("abc", probs))}
+    def ans(choice, probs, labels="abc"):
+        return {"type": "choice", "choice": choice, "probabilities": dict(zip(labels, probs))}
 
-    ctx.results = [{"model": "m", "answers": {"c": ans("a", [0.5, 0.3, 0.2]), vids[0]: ans("a", [0.6, 0.2, 0.2]),
-                                              vids[1]: ans("b", [0.3, 0.6, 0.1]), vids[2]: ans("a", [0.4, 0.3, 0.3])},
+    ctx.results = [{"model": "m", "answers": {"c": ans("a", [0.5, 0.3, 0.2]),
+                                              "c::rel1": ans("b", [0.1, 0.6, 0.3], "cba")},
                     "usage": {"input_tokens": 40, "output_tokens": 0, "truncated": True,
-                              "truncated_questions": [vids[1]], "options": {vids[0]: {"total": 3}}}}]
+                              "truncated_questions": ["c", "c::rel1"], "options": {"c::rel1": {"total": 3}}}}]
     hook.on_predict_end(ctx)
     r = ctx.results[0]
     assert list(r["answers"]) == ["c"]
-    assert r["answers"]["c"]["reliability"] == {"agreement": 0.6667, "mean_prob": 0.4333, "variants": 3,
-                                                "decision": "accept"}
-    assert r["usage"] == {"input_tokens": 40, "output_tokens": 0, "truncated": True, "truncated_questions": ["c"],
-                          "probe_rows": 3}
+    assert r["answers"]["c"]["reliability"] == {
+        "probes": ["reorder"], "option_layout": "sequential", "decision": "VERIFY", "soft_stability": 0.4,
+        "stability": 0.0, "reorder_stability": 0.0, "rename_stability": None, "n_variants": 2,
+        "distinct_choices": ["a", "b"], "variant_choices": {"original": "a", "reversed": "b"},
+        "variant_support": {"original": 0.5, "reversed": 0.3}}
+    assert r["usage"] == {"input_tokens": 40, "output_tokens": 0, "truncated": True, "truncated_questions": ["c"]}
 
 
 def test_option_stability_relabel_maps_back():
-    hook = OptionStabilityHook(accept=1.0, escalate=0.0, seed=5, n_shuffles=1)
-    q = {"c": {"type": "choice", "instructions": "x", "criteria": {"refund": "money back", "bug": None}}}
+    hook = OptionStabilityHook(accept=0.5, escalate=None, probes="rename", variants=["letters_reversed"])
+    q = {"c": {"type": "choice", "instructions": "x", "criteria": {"refund": "money back", "bug": " "}}}
     ctx = PredictContext(states=["s"], questions=q)
     hook.on_predict_start(ctx)
-    (vid,) = [v for v in ctx.questions if v != "c"]
-    v = ctx.questions[vid]
-    assert v["option_order"] == [1, 0]  # the only non-identity order of two options
-    # slot 0 shows option 1 ("bug") and calls it A; option 0 keeps its text after its neutral name
-    assert v["criteria"] == {"B": "refund: money back", "A": "bug"}
+    assert ctx.questions["c::rel1"]["criteria"] == {"A": "bug", "B": "money back"}  # blank description -> label
     ctx.results = [{"answers": {"c": {"type": "choice", "choice": "bug", "probabilities": {"refund": 0.4, "bug": 0.6}},
-                                vid: {"type": "choice", "choice": "A", "probabilities": {"B": 0.3, "A": 0.7}}},
+                                "c::rel1": {"type": "choice", "choice": "A", "probabilities": {"A": 0.7, "B": 0.3}}},
                     "usage": {"input_tokens": 1}}]
     hook.on_predict_end(ctx)
-    assert ctx.results[0]["answers"]["c"]["reliability"] == {"agreement": 1.0, "mean_prob": 0.7, "variants": 1,
-                                                             "decision": "accept"}
+    rel = ctx.results[0]["answers"]["c"]["reliability"]
+    assert rel["variant_choices"] == {"original": "bug", "letters_reversed": "bug"}
+    assert rel["variant_support"] == {"original": 0.6, "letters_reversed": 0.7}
+    assert rel["soft_stability"] == pytest.approx(0.65) and rel["decision"] == "ACCEPT"
+    assert rel["rename_stability"] == 1.0 and rel["reorder_stability"] is None
 
 
-def test_option_stability_rename_limit_and_ids():
+def test_option_stability_rename_limit_and_reserved_ids():
     hook = OptionStabilityHook(accept=0.5, escalate=0.5, seed=0, rename_max_options=2)
-    q = {"c": {"type": "choice", "instructions": "x", "criteria": ["a", "b", "c"]},
-         "c~stability0": {"type": "noul", "instructions": "a caller's own id that looks like a probe"}}
-    ctx = PredictContext(states=["s"], questions=q)
+    ctx = PredictContext(states=["s"], questions={"c": {"type": "choice", "instructions": "x", "criteria": ["a", "b", "c"]}})
     hook.on_predict_start(ctx)
-    vids = [v for v in ctx.questions if v not in q]
-    assert vids[0] == "c~stability0~" and len(vids) == 3
-    assert all(ctx.questions[v]["criteria"] == ["a", "b", "c"] for v in vids)  # 3 options > 2: order only
+    assert all(isinstance(d["criteria"], list) for q, d in ctx.questions.items())  # 3 options > 2: no rename
+    bad = PredictContext(states=["s"], questions={"a::rel1": {"type": "noul", "instructions": "x"}})
+    with pytest.raises(ValueError, match=r"^question id 'a::rel1' must not contain '::rel'$"):
+        hook.on_predict_start(bad)
 
 
 def test_option_stability_validation():
     with pytest.raises(TypeError):
         OptionStabilityHook()  # accept and escalate are required
-    with pytest.raises(ValueError, match="escalate"):
-        OptionStabilityHook(accept=0.3, escalate=0.6)
-    with pytest.raises(ValueError, match="accept"):
-        OptionStabilityHook(accept=1.5, escalate=0.1)
-    with pytest.raises(ValueError, match="n_shuffles"):
-        OptionStabilityHook(accept=0.5, escalate=0.1, n_shuffles=0)
-    with pytest.raises(ValueError, match="variants"):
-        OptionStabilityHook(accept=0.5, escalate=0.1, variants="some")
-    with pytest.raises(ValueError, match="relabel"):
-        OptionStabilityHook(accept=0.5, escalate=0.1, variants="rename", relabel=False)
+    ok = dict(accept=0.5, escalate=0.1)
+    for kwargs, error in [
+        (dict(accept=0.3, escalate=0.6), ValueError), (dict(accept=1.5, escalate=0.1), ValueError),
+        (dict(accept=True, escalate=0.1), ValueError), (dict(accept=float("nan"), escalate=None), ValueError),
+        (dict(accept=0.5, escalate=1.01), ValueError), ({**ok, "n_shuffles": -1}, ValueError),
+        ({**ok, "n_shuffles": 1.5}, ValueError), ({**ok, "relabel": 1}, TypeError),
+        ({**ok, "rename_max_options": 1}, ValueError), ({**ok, "variants": "some"}, ValueError),
+        ({**ok, "variants": []}, ValueError), ({**ok, "variants": ["shuffle9"]}, ValueError),
+        ({**ok, "variants": 3}, TypeError), ({**ok, "probes": "x"}, ValueError), ({**ok, "probes": []}, ValueError),
+        ({**ok, "probes": ["reorder", "other"]}, ValueError), ({**ok, "probes": 3}, TypeError),
+    ]:
+        with pytest.raises(error):
+            OptionStabilityHook(**kwargs)
+    OptionStabilityHook(accept=1.01, escalate=1.0, n_shuffles=0, probes="all", variants=("letters",))
+    OptionStabilityHook(accept=None, escalate=None, probes="auto")
 
 
 def test_option_stability_cache_skip_passes_through(agent):
