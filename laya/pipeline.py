@@ -151,7 +151,7 @@ class Predictor(HookRegistry, StructuredDecisions):
         self.hooks = hooks_mod.with_callables(hooks_mod.as_hooks(hooks), on_predict_start, on_predict_end)
         self.hooks_raise = hooks_raise
         self.hooks_concurrent = hooks_concurrent
-        self.hooks_timeout = hooks_timeout
+        self.hooks_timeout = hooks_mod.validate_timeout(hooks_timeout)
         self._hooks_lock = None if hooks_concurrent else threading.RLock()
 
     # ---- the public predict API ------------------------------------------------------------------
@@ -163,7 +163,7 @@ class Predictor(HookRegistry, StructuredDecisions):
         if state is None:
             raise TypeError("state must be a str, dict or list, got None")
         if hooks is None and on_predict_start is None and on_predict_end is None and not self.hooks \
-                and not hooks_mod.has_default_hooks() \
+                and hooks_timeout is None and not hooks_mod.has_default_hooks() \
                 and getattr(self.predict_batch, "__func__", None) is _PREDICT_BATCH:
             # predict_batch's common case inlined (no hooks anywhere, predict_batch not overridden or patched):
             # its checks, in its order, for the one-state list, then _answer, without the second call
@@ -207,6 +207,7 @@ class Predictor(HookRegistry, StructuredDecisions):
         if lang is not None and not isinstance(lang, str):
             raise TypeError(f"lang must be a language code string such as 'de', got {type(lang).__name__}")
         min_confidence = check_min_confidence(min_confidence)
+        hooks_timeout = hooks_mod.validate_timeout(hooks_timeout)
         if hooks is None and on_predict_start is None and on_predict_end is None and not self.hooks \
                 and not hooks_mod.has_default_hooks():
             # Nothing would see a PredictContext: answer without building one (the common case).
@@ -228,7 +229,7 @@ class Predictor(HookRegistry, StructuredDecisions):
                 hooks_mod.fire(call_hooks, "on_error", ctx, False, timeout, self._hooks_lock)
                 raise
             ctx.usage = {key: sum(r["usage"][key] for r in ctx.results) for key in ("input_tokens", "output_tokens")}
-        ctx.elapsed_ms = (time.time() - ctx.started_at) * 1000.0
+        ctx.elapsed_ms = (time.perf_counter() - ctx.started_at) * 1000.0
         hooks_mod.fire(call_hooks, "on_predict_end", ctx, raise_errors, timeout, self._hooks_lock)
         return ctx.results
 
