@@ -496,7 +496,7 @@ def calibrate(args) -> dict:
     record = recalibrate(args.run_dir, calib, config, device=args.device,
                          source=f"{data_note(args.data)} (calib.jsonl)")
     fit = record["temperature_fit"]
-    print(json.dumps({"temperature": fit["temperature"], "counts": fit["counts"], "ece": fit.get("ece"),
+    print(json.dumps({"temperature": fit["temperature"], "counts": fit["n_by_bucket"], "ece": fit.get("report"),
                       "replaced": record["replaced"]["temperature"]}, indent=1), flush=True)
     return record
 
