@@ -23,8 +23,8 @@ from .structured import DecisionResult, decide, decide_batch  # noqa: E402
 from . import confidence, email, hooks, lang, presets, router, structured  # noqa: E402,F401
 
 # Lazy names whose module needs an optional extra: resolvable, but not in __all__, so that
-# `from laya import *` works on a core install.
-_EXTRAS = ("laya.integrations",)
+# `from laya import *` works on a core install (laya.integrations imports without its frameworks).
+_EXTRAS: tuple = ()
 
 _LAZY = {
     "PINNED_REVISIONS": "laya.revisions",
@@ -58,7 +58,7 @@ _LAZY = {
     "predict_tournament": "laya.shortlist",
     "embed_fn_from_agent": "laya.shortlist",
     "cached_embed_fn": "laya.shortlist",
-    # LangChain runnables (extra `langchain`: an ImportError naming it when langchain-core is missing)
+    # LangChain runnables (plain classes when langchain-core is missing)
     "LayaRouter": "laya.integrations",
     "LayaGuardrail": "laya.integrations",
     "LayaGuardrailError": "laya.integrations",
