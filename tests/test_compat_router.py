@@ -682,3 +682,24 @@ def test_hooks_timeout_is_checked_at_construction_and_per_call():
         r.predict_batch([{"state": "x", "questions": Q}], hooks_timeout=float("inf"))
     assert r.predict_batch([{"state": "x", "questions": Q}], hooks_timeout="0.5")[0]["routing"]
     assert Router(hooks_timeout="2").hooks_timeout == 2.0
+
+
+def test_signatures_match_the_published_ones():
+    import inspect
+
+    def params(fn):
+        return [(p.name, p.kind.name[:3], p.default) for p in list(inspect.signature(fn).parameters.values())[1:]]
+
+    E = inspect.Parameter.empty
+    assert params(Router.predict_batch) == [
+        ("requests", "POS", E), ("batch_size", "POS", None), ("hooks_timeout", "POS", None),
+        ("min_confidence", "POS", None), ("sort_by_length", "POS", False), ("hooks", "KEY", None),
+        ("on_predict_start", "KEY", None), ("on_predict_end", "KEY", None), ("hooks_raise", "KEY", None),
+        ("diagnostics", "KEY", None)]
+    assert [p[0] for p in params(Router.predict)] == [
+        "state", "questions", "model", "task", "lang", "lang_guess", "hooks", "on_predict_start", "on_predict_end",
+        "hooks_raise", "hooks_timeout", "max_len", "head_max_len", "min_confidence"]
+    assert [p[0] for p in params(Router.predict_long)] == [
+        "state", "questions", "model", "task", "lang", "lang_guess", "window", "stride", "aggregate", "batch_size",
+        "hooks", "on_predict_start", "on_predict_end", "hooks_raise", "hooks_timeout"]
+    assert Router.system_one is Router.predict

@@ -326,7 +326,7 @@ def test_predict_batch_groups_and_keeps_input_order():
     assert out[1]["lang"] == "es" and out[0]["lang"] == "en"  # the detected language is passed on
     plain = FakeRouter().predict_batch(requests[:2])  # no language table: lang= is never passed (§5.4)
     assert [o["lang"] for o in plain] == [None, None]
-    explained = r.predict_batch(requests[:1], explain=True)[0]["routing"]["detection"]
+    explained = r.route_batch(requests[:1], explain=True)[0]["detection"]
     assert "stage" in explained["diagnostic"] and "diagnostic" not in out[0]["routing"]["detection"]
 
 

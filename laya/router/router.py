@@ -8,12 +8,12 @@ other languages while staying confident -- so the precedence of `route()` is fix
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from .. import hooks as hooks_mod
 from .. import lang as lang_mod
 from ..answers import positive_int
-from ..confidence import apply_confidence_gate, check_min_confidence
+from ..confidence import check_min_confidence
 from ..hooks import HookRegistry, PredictContext
 from ..structured import StructuredDecisions
 from . import policy
@@ -354,11 +354,11 @@ class Router(HookRegistry, StructuredDecisions):
     def _threshold(min_confidence: Any) -> Any:
         return None if min_confidence is None else check_min_confidence(min_confidence)
 
-    def _answer_routed(self, run: HookRun, ctx: PredictContext, route: dict, answer: Any) -> dict:
+    def _answer_routed(self, run: HookRun, ctx: PredictContext, route: Callable[[], Any], answer: Any) -> dict:
         """route -> load -> start hooks -> answer(agent, state, questions) -> gate -> end hooks, with
         on_error then the end hooks when routing, loading or answering fails."""
         try:
-            decision = self.route(*route["args"], **route["kwargs"])
+            decision = route()
             ctx.decision = decision
             ctx.model = self._decision_model(decision)
             ctx.agent = self._load_for_call(ctx.model)
@@ -396,9 +396,8 @@ class Router(HookRegistry, StructuredDecisions):
             return answer_one(agent, ctx.states[0], ctx.questions, request_lang({"lang": lang}, decision),
                               ctx.max_len, ctx.head_max_len)
 
-        route = {"args": (state, questions, model, task, lang, lang_guess, hooks, hooks_raise, hooks_timeout),
-                 "kwargs": {}}
-        return self._answer_routed(run, ctx, route, answer)
+        return self._answer_routed(run, ctx, lambda: self.route(state, questions, model, task, lang, lang_guess, hooks,
+                                                                hooks_raise, hooks_timeout), answer)
 
     system_one = predict
 
@@ -425,14 +424,13 @@ class Router(HookRegistry, StructuredDecisions):
             return dict(scan(ctx.states[0], ctx.questions, aggregate=aggregate,
                              lang=request_lang({"lang": lang}, decision), **options))
 
-        route = {"args": (state, questions, model, task, lang, lang_guess, hooks, hooks_raise, hooks_timeout),
-                 "kwargs": {}}
-        return self._answer_routed(run, ctx, route, answer)
+        return self._answer_routed(run, ctx, lambda: self.route(state, questions, model, task, lang, lang_guess, hooks,
+                                                                hooks_raise, hooks_timeout), answer)
 
     def predict_batch(self, requests: list, batch_size: int | None = None, hooks_timeout: float | None = None,
                       min_confidence: Any = None, sort_by_length: bool = False, *, hooks: Any = None,
                       on_predict_start: Any = None, on_predict_end: Any = None, hooks_raise: bool | None = None,
-                      diagnostics: dict | None = None, explain: bool = False) -> list[dict]:
+                      diagnostics: dict | None = None) -> list[dict]:
         """Route every request, answer each (checkpoint, questions, budgets, lang) group in one agent
         call, and return results in input order with `routing` attached. Hooks run per request."""
         checked = check_requests(requests)
@@ -449,7 +447,7 @@ class Router(HookRegistry, StructuredDecisions):
         for r in checked:
             try:
                 decisions.append(self.route(r["state"], r["questions"], r.get("model"), r.get("task"), r.get("lang"),
-                                            r.get("lang_guess"), hooks, hooks_raise, hooks_timeout, explain=explain))
+                                            r.get("lang_guess"), hooks, hooks_raise, hooks_timeout))
             except Exception as e:
                 run.fail(run.context(states=[r["state"]], questions=r["questions"], router=self,
                                      max_len=r.get("max_len"), head_max_len=r.get("head_max_len")), e)
