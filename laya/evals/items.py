@@ -1,4 +1,4 @@
-"""Evaluation helpers shared by `laya-evals` (`laya.evals_cli`) and `scripts/train_mini.py`.
+"""Checkpoint eval helpers of `laya-evals --data` (laya/evals/checkpoint_cli.py) and `scripts/train_mini.py`.
 
 - `is_hit` / `metrics`: accuracy (the argmax is one of the gold maxima), Brier, ECE
   (`laya.calibrate.ece_score`) and mean confidence per question type and overall.
