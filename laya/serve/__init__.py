@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import ServeConfig, from_args, from_env
+from .main import main  # eager and light: the submodule must not shadow the function
 from .limits import (BATCH_BODY_CALL_CONTROLS, BATCH_BODY_ITEM_CONTROLS, BATCH_BODY_OUT_PARAMETERS, BODY_CONTROLS,
                      BODY_REFUSALS, DEFAULT_BODY_READ_TIMEOUT, DEFAULT_LOG_LEVEL, DEFAULT_MAX_BATCH_TOKENS,
                      DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_TOKEN_BUDGET, DEFAULT_PORT, LIVENESS_ONLY, MAX_BATCH_STATES,
@@ -42,13 +43,6 @@ def build_router() -> Any:
     from .router_env import build_router as build
 
     return build()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`laya serve` / `laya-serve`: flags, then LAYA_* variables, then uvicorn (or Ray Serve with --ray)."""
-    from .main import main as run
-
-    return run(argv)
 
 
 def __getattr__(name: str) -> Any:
