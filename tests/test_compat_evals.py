@@ -632,3 +632,10 @@ def test_cli_run_builds_a_router_runner(where, monkeypatch, data_file, tmp_path,
     assert {c["model"] for c in json.loads(out.read_text())["cases"]} == {"multilingual"}
     assert main(["run", data_file, "--revision", "a", "--revision", "b"]) == 2
     assert "--revision" in capsys.readouterr().err
+
+
+def test_cli_bad_flag_values_fail_before_answering(fake_cli, data_file, capsys):
+    for flag in (["--min", "accuracy"], ["--max", "ece=x"], ["--tolerance", "ece=inf"]):
+        assert main(["run", data_file, *flag]) == 2
+        assert capsys.readouterr().err.startswith("laya-evals: ")
+    assert fake_cli.calls == []

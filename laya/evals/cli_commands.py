@@ -153,6 +153,7 @@ def _run_inputs(args: Any) -> tuple[Dataset, list, EvalReport | None, dict]:
     evaluators = default_evaluators() + [ScoreWithin(t) for t in args.score_within or []]
     baseline = EvalReport.load(args.baseline) if args.baseline else None
     tolerances = check_tolerances(metric_values(args.tolerance, "--tolerance"))
+    metric_values(args.min, "--min"), metric_values(args.max, "--max")  # bad M=V fails before answering
     if args.gate_policy:  # a bad policy file fails before anything is answered
         from .gate_policy import load_policy
 
