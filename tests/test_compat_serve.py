@@ -265,6 +265,23 @@ def test_real_router_from_the_environment(monkeypatch, tiny_checkpoint):
         assert c.get("/health").json()["device"] == "cpu"
 
 
+def test_an_injected_router_is_not_preloaded(tiny_checkpoint):
+    from laya.router import Router
+
+    router = Router(models={"tiny": tiny_checkpoint}, default="tiny", device="cpu")
+    with TestClient(create_app(router)) as c:
+        assert router.loaded == [] and c.get("/health").json()["device_is_preference"] is True
+        r = one(c, {"state": "hello", "questions": QUESTIONS, "model": "tiny"})
+        assert r.status_code == 200 and router.loaded == ["tiny"]
+
+
+def test_port_flag_out_of_range_is_refused_before_loading():
+    from laya.serve.config import from_args
+
+    with pytest.raises(ValueError, match="port=70000 must be an integer 1-65535"):
+        from_args(["--port", "70000"], {})
+
+
 # ---- R-SRV-8: main() ------------------------------------------------------------------------------------
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -422,6 +423,7 @@ def _settings(router: Any, cfg: ServeConfig | None) -> tuple[ServeConfig, Any, b
         cfg = from_env({k: v for k, v in os.environ.items() if k not in MAIN_ONLY})
     except SettingError as e:
         raise SystemExit(str(e)) from None
+    cfg = replace(cfg, preload=False)  # preloading is build_router()'s; an injected router comes as it is
     if router is None:
         import laya.serve as package  # looked up at call time: a caller may stand in its own build_router
 
@@ -447,9 +449,9 @@ def create_app(router: Any = None, *, cfg: ServeConfig | None = None) -> FastAPI
             await anyio.to_thread.run_sync(server.stop)
 
     hidden = bool(cfg.api_key)  # with a key, the schema pages are not served: they cannot be authenticated
-    app = FastAPI(title="laya serve", lifespan=lifespan, root_path=cfg.root_path,
-                  docs_url=None if hidden else "/docs", redoc_url=None if hidden else "/redoc",
-                  openapi_url=None if hidden else "/openapi.json")
+    extra = {"root_path": cfg.root_path} if cfg.root_path else {}  # only when set: newer FastAPI warns about it
+    app = FastAPI(title="laya serve", lifespan=lifespan, docs_url=None if hidden else "/docs",
+                  redoc_url=None if hidden else "/redoc", openapi_url=None if hidden else "/openapi.json", **extra)
     app.state.server = server
     _add_routes(app, server)
     return app
