@@ -20,7 +20,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .answers import TEMP_MAX, TEMP_MIN, apply_binning_map, clamp_temperature, temp_bucket  # noqa: F401 (re-exported)
+from .answers import (TEMP_MAX, TEMP_MIN, apply_binning_map, clamp_temperature, temp_bucket,  # noqa: F401 (re-exported)
+                      temperature_rejected)
 from .questions import QTYPE_NAMES
 
 CALIBRATION_VERSION = 2
@@ -365,7 +366,7 @@ def _clamped_with_note(raw: list, raw_map: dict) -> tuple[list, dict]:
     by_options = {str(k): clamp_temperature(v) for k, v in raw_map.items()}
     named = [(f"temperature[{i}]", r, a) for i, (r, a) in enumerate(zip(raw, temps))]
     named += [(str(k), v, by_options[str(k)]) for k, v in raw_map.items()]
-    notes = [f"{name}={r!r} -> {a:g}" for name, r, a in named if isinstance(r, bool) or r != a]
+    notes = [f"{name}={r!r} -> {a:g}" for name, r, a in named if temperature_rejected(r, a)]
     if notes:
         warnings.warn(f"laya: calibration temperatures are invalid or outside [{TEMP_MIN:g}, {TEMP_MAX:g}]; using "
                       f"{', '.join(notes)}. Treat confidences from those buckets as uncalibrated.",
@@ -437,3 +438,35 @@ def calibration_payload_for(obj: Any) -> dict:
     model, subfolder, _ = _identity(obj)
     return calibration_payload(obj.temperature, obj.temperature_by_options, model, subfolder,
                                getattr(obj, "cfg", None), getattr(obj, "binning_map", None) or None)
+
+
+def records_from_labeled(agent: Any, pairs: Iterable) -> list:
+    """Calibration records from labelled data: `pairs` of (state, questions, {qid: gold probability
+    vector}); one forward per state through the agent's own rows, logits in canonical option order.
+    Questions are validated like predict; a question without a target is skipped."""
+    from .answers import unpermute_probs
+    from .pipeline import DEFAULT_MAX_LEN, checked_questions
+    from .questions import keeps_tail, render_state
+    from .sequence import DEFAULT_HEAD_MAX_LEN, collate, tokenizer_view
+
+    cfg = agent.cfg
+    max_len = int(cfg.get("max_len", DEFAULT_MAX_LEN))
+    head_max_len = int(cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN))
+    records = []
+    for n, pair in enumerate(pairs):
+        if not isinstance(pair, (list, tuple)) or len(pair) != 3 or not isinstance(pair[2], dict):
+            raise ValueError(f"pairs[{n}] must be (state, questions, {{qid: target probabilities}}), got {pair!r:.120}")
+        state, questions, targets = pair
+        qs = checked_questions(questions)
+        text = state if isinstance(state, str) else render_state(state)
+        _, rows = agent._rows(text, keeps_tail(state), qs, max_len, head_max_len)
+        logits, _ = agent._infer(collate(rows, tokenizer_view(agent.tok).pad_id, agent.parallel_options))
+        logits = logits.tolist() if hasattr(logits, "tolist") else list(logits)
+        for q, z in zip(qs, logits):
+            if q.qid not in targets:
+                continue
+            canonical = np.asarray(unpermute_probs(z[:q.k], q.option_order), dtype=np.float64)
+            gold = targets[q.qid]
+            target = list(gold)[:q.k] if isinstance(gold, (list, tuple, np.ndarray)) else gold
+            records.append(check_record((q.qtype_id, canonical, target, q.k), f"pairs[{n}] question {q.qid!r}"))
+    return records

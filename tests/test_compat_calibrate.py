@@ -206,3 +206,26 @@ def test_save_writes_exactly_the_payload(tmp_path):
         warnings.simplefilter("error")
         apply_calibration_payload(other, read_calibration_json(str(path)))
     assert other.temperature == [1.5, 1.0, 2.0] and other.binning_map == data["binning_map"]
+
+
+def test_records_from_labeled_match_predict(agent):
+    from laya.calibrate import records_from_labeled
+
+    questions = {"intent": {"type": "choice", "instructions": "What does the customer want?",
+                            "criteria": ["refund", "bug", "other"], "option_order": [2, 0, 1]},
+                 "urgent": {"type": "noul", "instructions": "Is it urgent?"},
+                 "skipped": {"type": "noul", "instructions": "no target"}}
+    pairs = [("I want my money back", questions, {"intent": [1.0, 0.0, 0.0], "urgent": [0.0, 1.0]}),
+             ({"message": "the app crashes"}, questions, {"intent": [0.0, 1.0, 0.0]})]
+    recs = records_from_labeled(agent, pairs)
+    assert [(q, k) for q, _, _, k in recs] == [(0, 3), (2, 2), (0, 3)]
+    assert list(recs[0][2]) == [1.0, 0.0, 0.0]
+    answer = agent.predict("I want my money back", questions)["answers"]["intent"]
+    z = np.asarray(recs[0][1]) / agent.temperature_by_options.get("choice:3-5", agent.temperature[0])
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    assert list(answer["probabilities"].values()) == pytest.approx(list(p), abs=1e-3)  # canonical order
+    with pytest.raises(ValueError, match=r"pairs\[0\]"):
+        records_from_labeled(agent, [("s", questions)])
+    with pytest.raises(ValueError, match="target must be a nonnegative"):
+        records_from_labeled(agent, [("s", questions, {"urgent": [0.5, 0.2]})])
