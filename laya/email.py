@@ -125,8 +125,18 @@ def _is_sign_off(line: str) -> bool:
     m = _CLOSING_EN.match(line)
     if not m:
         return False
-    names = [t for t in re.split(r"[\s,;:.!?]+", line[m.end():]) if t]
+    names = [core for core in (_strip_punctuation(t) for t in line[m.end():].split()) if core]
     return len(names) <= 3 and all(_is_name_token(t) for t in names)
+
+
+def _strip_punctuation(token: str) -> str:
+    """The token without leading/trailing punctuation ("Ann," -> "Ann", "-" -> "")."""
+    start, end = 0, len(token)
+    while start < end and unicodedata.category(token[start]).startswith("P"):
+        start += 1
+    while end > start and unicodedata.category(token[end - 1]).startswith("P"):
+        end -= 1
+    return token[start:end]
 
 
 def _is_device_footer(line: str) -> bool:

@@ -72,7 +72,7 @@ def test_wrapped_attribution_tail_removes_its_head():
 
 @pytest.mark.parametrize("line", [
     "Best regards,", "Kind regards", "Thanks, María", "Thank you so much!", "Cheers, Ann Lee", "--",
-    "Thanks, Дмитрий", "Many thanks in advance", "Muito obrigado pela atenção.", "Un saludo cordiales",
+    "Thanks, Дмитрий", "Many thanks in advance", "Thanks - Ann", "Best regards, J.R.R. Tolkien", "Thanks!!", "Muito obrigado pela atenção.", "Un saludo cordiales",
     "Bien cordialement", "Merci d'avance", "Sent from my iPhone 15 Pro Max", "Enviado desde mi móvil",
     "Envoyé de mon iPad", "Get Outlook for iOS", "Sent from Mail for Windows",
     "Sent from my Samsung Galaxy smartphone.", "Sent from my Android using Gmail",
@@ -83,7 +83,7 @@ def test_signature_and_footer_lines_cut(line):
 
 @pytest.mark.parametrize("line", [
     "Thanks for the reply", "Thanks, but it still fails", "Best of all it works now", "Sent from my desk",
-    "Regards to your team and family members", "Thanksgiving plans",
+    "Regards to your team and family members", "Thanksgiving plans", "Thanks, Ann Lee Smith Jones",
 ])
 def test_lines_that_are_not_sign_offs(line):
     text = f"The export fails.\n{line}"
