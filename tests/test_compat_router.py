@@ -703,3 +703,14 @@ def test_signatures_match_the_published_ones():
         "state", "questions", "model", "task", "lang", "lang_guess", "window", "stride", "aggregate", "batch_size",
         "hooks", "on_predict_start", "on_predict_end", "hooks_raise", "hooks_timeout"]
     assert Router.system_one is Router.predict
+
+
+def test_an_agent_returning_no_result_is_named():
+    class Quiet:
+        def predict(self, state, questions, **kw):
+            return None
+
+    r = Router()
+    r.attach("english", Quiet())
+    with pytest.raises(TypeError, match="Quiet returned NoneType from predict"):
+        r.predict("x", Q, model="en")

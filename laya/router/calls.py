@@ -49,7 +49,11 @@ def answer_one(agent: Any, state: Any, questions: dict, lang: Any, max_len: Any,
     if not callable(fn):
         raise TypeError(f"the routed agent {type(agent).__name__} has no system_one/predict method; attach an "
                         "object that answers predict(state, questions)")
-    return call_agent(fn, (state, questions), {"lang": lang, **budgets(max_len, head_max_len)})
+    result = call_agent(fn, (state, questions), {"lang": lang, **budgets(max_len, head_max_len)})
+    if not isinstance(result, dict):
+        raise TypeError(f"the routed agent {type(agent).__name__} returned {type(result).__name__} from "
+                        f"{fn.__name__}; a result must be a dict with 'answers'")
+    return result
 
 
 def answer_group(agent: Any, states: list, questions: dict, batch_size: Any, max_len: Any, head_max_len: Any,
