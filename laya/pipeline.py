@@ -228,7 +228,7 @@ class Predictor(HookRegistry, StructuredDecisions):
                 ctx.error = e
                 hooks_mod.fire(call_hooks, "on_error", ctx, False, timeout, self._hooks_lock)
                 raise
-            ctx.usage = {key: sum(r["usage"][key] for r in ctx.results) for key in ("input_tokens", "output_tokens")}
+            ctx.usage = hooks_mod.aggregate_usage(ctx.results)
         ctx.elapsed_ms = (time.perf_counter() - ctx.started_at) * 1000.0
         hooks_mod.fire(call_hooks, "on_predict_end", ctx, raise_errors, timeout, self._hooks_lock)
         return ctx.results
