@@ -251,16 +251,17 @@ def narrows(questions: dict, group: int) -> bool:
     non-string labels or an option_order (then one pass); past 100 options always (string labels needed)."""
     if not group:
         return False
-    big = {qid: d for qid, d in questions.items() if _raw_kind(d)[0] == "choice" and _raw_kind(d)[1] > group}
+    sizes = {qid: _raw_kind(d) for qid, d in questions.items()}
+    big = {qid: k for qid, (qtype, k) in sizes.items() if qtype == "choice" and k > group}
     if not big:
         return False
-    plain = {qid: not all(isinstance(label, str) for label in d["criteria"]) for qid, d in big.items()}
-    if any(_raw_kind(d)[1] > MAX_CHOICE_OPTIONS for d in big.values()):
-        for qid, bad in plain.items():
-            if bad:
+    odd_labels = {qid: not all(isinstance(label, str) for label in questions[qid]["criteria"]) for qid in big}
+    if max(big.values()) > MAX_CHOICE_OPTIONS:
+        for qid, odd in odd_labels.items():
+            if odd:
                 raise fail("tournament_labels", qid=qid)
         return True
-    return not any(plain[qid] or d.get("option_order") is not None for qid, d in big.items())
+    return not any(odd_labels[qid] or questions[qid].get("option_order") is not None for qid in big)
 
 
 def _questions(questions: dict, limits: Limits) -> tuple[int, str, bool]:
