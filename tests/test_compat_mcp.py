@@ -458,3 +458,17 @@ def test_server_failures_are_error_results(monkeypatch):
     monkeypatch.setattr(server.tools, "laya_route", boom)
     result = server.laya_route_tool(STATE, QUESTIONS)
     assert json.loads(result.content[0].text) == {"error": "internal_error", "message": "KeyError: 'x'"}
+
+
+def test_unknown_task_is_invalid_task():
+    from laya.router import Router
+
+    router = Router()
+    for fn in (T.laya_route, T.laya_predict):
+        with pytest.raises(ToolError) as e:
+            fn(STATE, QUESTIONS, task="nope", router=router)
+        assert e.value.code == "invalid_task" and "'nope'" in e.value.message
+    with pytest.raises(ToolError) as e:
+        T.laya_route_batch([{"state": STATE, "questions": QUESTIONS, "task": "nope"}], router=router)
+    assert e.value.code == "invalid_task" and e.value.message.startswith("requests[0]: ")
+    assert T.laya_route(STATE, QUESTIONS, task="typed_decisions", router=router)["model"] == "typed-decisions"

@@ -100,7 +100,7 @@ def _call(fn: Callable, *args: Any, **kwargs: Any) -> Any:
 def _controls(model: Any, task: Any, lang: Any, lang_guess: Any, max_len: Any, head_max_len: Any,
               min_confidence: Any, router: Any) -> dict:
     name = validate_model(model, router)
-    return {"model": name, "task": validate_task(task, name), "lang": validate_lang(lang),
+    return {"model": name, "task": validate_task(task, name, router), "lang": validate_lang(lang),
             "lang_guess": validate_lang_guess(lang_guess), "max_len": validate_budget(max_len, "max_len"),
             "head_max_len": validate_budget(head_max_len, "head_max_len"),
             "min_confidence": validate_min_confidence(min_confidence)}
@@ -181,7 +181,7 @@ def laya_route(state: Any, questions: Any, *, model: Any = None, task: Any = Non
     validate_questions(questions, None)
     router = _runner(router, None)
     name = validate_model(model, router)
-    c = {"task": validate_task(task, name), "lang": validate_lang(lang), "lang_guess": validate_lang_guess(lang_guess)}
+    c = {"task": validate_task(task, name, router), "lang": validate_lang(lang), "lang_guess": validate_lang_guess(lang_guess)}
     decision = _call(router.route, state, questions, None if name == AUTO else name, c["task"], c["lang"],
                      c["lang_guess"])
     return _decision_keys(decision)

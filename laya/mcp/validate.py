@@ -112,11 +112,18 @@ def _optional_text(value: Any, name: str, what: str) -> str | None:
     return value.strip() or None
 
 
-def validate_task(task: Any, model: str = AUTO) -> str | None:
+def validate_task(task: Any, model: str = AUTO, router: Any = None) -> str | None:
+    """A routing task (a checkpoint name, or typed-decisions); refused beside a pinned model."""
     text = _optional_text(task, "task", "a task name string such as 'typed-decisions'")
     if text is not None and model != AUTO:
         raise ToolError("invalid_task", "task routes between checkpoints; with a pinned model there is nothing to "
                                         "route")
+    key = (text or "").lower()
+    if text is not None and key.replace("_", "-") != "typed-decisions" and callable(getattr(router, "resolve", None)):
+        try:
+            router.resolve(key)
+        except ValueError as e:
+            raise ToolError("invalid_task", f"task {text!r} names no checkpoint: {e}") from None
     return text
 
 
@@ -175,7 +182,7 @@ def _batch_item(i: int, item: Any, router: Any, max_choice: int | None) -> dict:
         model = validate_model(item.get("model"), router)
         out = {"state": validate_state(item.get("state"), f"{where}.state"),
                "questions": validate_questions(item.get("questions"), max_choice, f"{where}.questions"),
-               "model": None if model == AUTO else model, "task": validate_task(item.get("task"), model),
+               "model": None if model == AUTO else model, "task": validate_task(item.get("task"), model, router),
                "lang": validate_lang(item.get("lang")), "lang_guess": validate_lang_guess(item.get("lang_guess")),
                "max_len": validate_budget(item.get("max_len"), "max_len"),
                "head_max_len": validate_budget(item.get("head_max_len"), "head_max_len")}
