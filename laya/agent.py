@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import math
 import os
 import threading
 import time
@@ -17,86 +16,38 @@ from .answers import clamp_temperatures, resolve_lang_temperatures
 from .checkpoint import check_weights_file, load_config, load_tokenizer, load_weights, parse_digest_env, \
     resolve_checkpoint_dir, verify_digests
 from .device import MPS_AMP_MIN_ROWS_DEFAULT, Precision, precision_policy, resolve_device  # noqa: F401 (R-P2-2)
+from .answers import softmax_rows
 from .gate import ReadWriteGate
 from . import backends
-from .compiled import check_compile_mode, compile_model, run_compiled
+from .backends.base import is_oom
+from .backends.compile import LegacyCompiled, check_compile_mode, compile_model, inductor_cache_dir
+from .backends.eager import EagerBackend
 from .model import build_model
-from .parallel_layout import call_model, require_modernbert
-from .pipeline import DEFAULT_MAX_LEN, Predictor
+from .parallel_layout import require_modernbert
+from .pipeline import Predictor
 from .registry import BUNDLE_REPO, looks_local, resolve_model_spec
-from .sequence import Batch, pad_tokens_to
+from .sequence import WARMUP_SHAPES, Batch
 
 OOM_MESSAGE = "GPU memory exceeded during inference. Retrying this request on CPU..."
 # One OOM fallback at a time across agents: each moves a whole model between devices.
 _FALLBACK_LOCK = threading.Lock()
 # Consecutive autocast failures on MPS/CPU (each retried in fp32) after which AMP is turned off for good.
 _AMP_FAIL_LIMIT = 3
-AMP_RETRY_DEVICES = ("cpu", "mps")
 _AMP_LOCK = threading.Lock()
 
 
-# What torch.set_grad_enabled(mode) does to the grad mode, without building its context-manager object
-_set_grad_enabled = getattr(torch._C, "_set_grad_enabled", torch.set_grad_enabled)
-
-
-def inductor_cache_dir() -> str:
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "laya", "torchinductor")
-
-
 def host_fp32(t: torch.Tensor) -> torch.Tensor:
-    """`t.float().cpu()`, skipping the two no-op calls for an fp32 tensor already on the host
-    (`is_cpu` rather than `device.type`: no device object built per request)."""
-    if t.dtype is not torch.float32 or not t.is_cpu:
-        t = t.float().cpu()
-    return t
+    """`t` as an fp32 host tensor."""
+    return t if t.dtype is torch.float32 and t.is_cpu else t.float().cpu()
 
 
 def act_probabilities(act_logits: torch.Tensor) -> list:
-    """Softmax over the act logits [N, n_act] in float64 on the host, as a list of N lists of floats.
-
-    Host-side because torch would spread these few numbers over its thread pool, which stalls for
-    milliseconds on a busy CPU (measured by benchmarks/bench_overhead.py). Each row is max-shifted (the
-    maximum propagates NaN, like np.maximum) and exponentiated with math.exp, the arithmetic of
-    laya.answers.softmax and of the option softmax in decode_planned. The logits are read with the
-    tensor's own tolist (float32 -> Python float is exact) and nothing here calls numpy or torch again:
-    with the caches cold after a forward, each such call costs tens of microseconds (each alone after a
-    64 MB cache sweep on the 2-core EPYC VM, 2026-11-30: np.exp on six numbers ~50 us, tensor.numpy()
-    ~80 us, six math.exp ~27 us).
-    """
-    exp = math.exp
-    rows = host_fp32(act_logits).tolist()
-    # The model's act head ("act", "escalate") gets its own loop: the same bits as the general one below
-    # (tests/test_act_softmax.py), ~4x faster (0.7 against 2.7 us for 3 rows, hot).
-    if rows and len(rows[0]) == 2:
-        out = []
-        for a, b in rows:
-            top = a if a >= b or a != a else b  # the larger one, NaN when either is NaN
-            x, y = exp(a - top), exp(b - top)
-            out.append([x / (x + y), y / (x + y)])
-        return out
-    out = []
-    for row in rows:
-        top = row[0]
-        for v in row:
-            if v > top or v != v:  # (once NaN, top stays NaN: nothing compares greater)
-                top = v
-        e = [exp(v - top) for v in row]
-        total = sum(e)
-        out.append([v / total for v in e])
-    return out
-
-
-def is_oom(error: BaseException, device: torch.device) -> bool:
-    if device.type == "cpu":
-        return False
-    return isinstance(error, torch.cuda.OutOfMemoryError) or (
-        isinstance(error, RuntimeError) and "memory" in str(error))
+    """Softmax over the act logits [N, n_act], per row in float64 (answers.softmax_rows)."""
+    return softmax_rows(host_fp32(act_logits).tolist())
 
 
 class Agent(Predictor):
-    WARMUP_SHAPES = ((1, 64, 3), (4, 128, 5))
+    WARMUP_SHAPES = WARMUP_SHAPES  # (spec 1.3: a class attribute; the backends' default warm-up shapes)
     _amp_failures = 0  # consecutive autocast failures retried in fp32 (MPS/CPU); set per agent
 
     def __init__(self, model_id_or_path: str = BUNDLE_REPO, device: Any = None, token: str | None = None,
@@ -220,13 +171,27 @@ class Agent(Predictor):
 
     @property
     def backend(self) -> str:
-        if self._backend is not None:
-            return self._backend.name
-        return "compile" if self._compiled else "eager"
+        return self.forward_backend.name
 
     @property
     def backend_object(self) -> backends.Backend | None:
         return self._backend
+
+    @property
+    def forward_backend(self) -> backends.Backend:
+        """What runs this agent's forward: the installed backend, else the stock (or compile=True) forward."""
+        if self._backend is not None:
+            return self._backend
+        stock = self.__dict__.get("_stock")
+        if stock is None or stock.model is not self.model:  # rebuilt when the model object changes
+            stock = LegacyCompiled(self, self.compile_mode) if self._compiled else EagerBackend(self)
+            self._stock = stock
+        return stock
+
+    @property
+    def _fast(self) -> Any:
+        """The FastLaya object of the tilelang backend, else None (spec 5.1)."""
+        return None if self._backend is None else self._backend.fast
 
     def set_backend(self, name: str = "auto", strict: bool = False, **options: Any) -> str:
         """Install a backend (waits for inference in flight); unavailable -> warning + eager, or raise if strict."""
@@ -258,14 +223,8 @@ class Agent(Predictor):
     # ---- inference -----------------------------------------------------------------------------
 
     def _max_positions(self) -> int | None:
-        model = self.model
-        cached = self.__dict__.get("_max_positions_of")
-        if cached is not None and cached[0] is model:  # asked on every request: the config lookup is slow
-            return cached[1]
-        limit = getattr(model.encoder.config, "max_position_embeddings", None)
-        limit = limit if isinstance(limit, int) else None
-        self._max_positions_of = (model, limit)
-        return limit
+        limit = getattr(self.model.encoder.config, "max_position_embeddings", None)
+        return limit if isinstance(limit, int) else None
 
     def _chunks_scope(self) -> Any:
         # On CUDA an outer (disabled) autocast scope keeps the inner scopes' cast-weight cache alive
@@ -275,62 +234,16 @@ class Agent(Predictor):
         return contextlib.nullcontext()
 
     def _run_forward(self, batch: Batch) -> tuple[torch.Tensor, list]:
-        """The one forward the agent calls: (logits [N, K] as an fp32 host tensor, act probabilities [N, n_act]
-        as nested lists of floats, see act_probabilities).
-
-        Backends replace `self.model.forward`; this method stays the same.
-        """
-        rows, length = batch.input_ids.shape
-        limit = self._backend.max_len if self._backend is not None else None
-        if limit is not None and length > limit:
-            advice = getattr(self._backend, "limit_advice", None)
-            raise ValueError(f"this request has rows of {length} tokens but the {self._backend.name} backend "
-                             f"was built for at most {limit}; pass max_len<={limit} or use backend='eager'"
-                             + (f", {advice}" if advice else ""))
-        device = self.device
-        dtype = self.dtype_for(rows)
-        on_cuda = device.type == "cuda"
-        parallel = batch.position_ids is not None
-        if parallel and (self._compiled or (self._backend is not None and self._backend.name != "eager")):
-            where = "compile=True" if self._compiled else f"the {self._backend.name} backend"
-            raise ValueError(f"a parallel-layout batch cannot run on {where}; only the eager backend runs the "
-                             "parallel option layout: set_backend('eager')")
-        layout = (batch.position_ids, batch.option_ids) if parallel else ()
-        if device.type == "cpu" or (self._backend is not None and self._backend.host_inputs):
-            # collated on the host already: on the CPU .to() would hand back the same tensors, and a
-            # host-input backend moves them itself
-            tensors = (*batch.tensors(), *layout)
-        else:
-            tensors = tuple(t.to(device, non_blocking=True) for t in (*batch.tensors(), *layout))
-        if self._compiled and on_cuda:  # some Inductor SDPA versions specialise on L mod 8
-            tensors = pad_tokens_to(tensors, 8, self.tok.pad_token_id)
-        # torch.no_grad() as two calls: its context manager runs five Python frames on every request
-        grad_was = torch.is_grad_enabled()
-        _set_grad_enabled(False)
-        try:
-            # Autocast is never entered when off (entering it on some devices raises even if disabled),
-            # nor around a backend that runs in the agent's dtype by itself.
-            if dtype != torch.float32 and not (self._backend is not None and self._backend.own_precision):
-                try:
-                    with torch.autocast(device.type, dtype=dtype):
-                        logits, act_logits = self._call_model(tensors, on_cuda)
-                except Exception as e:
-                    # CUDA failures and out-of-memory errors go to _infer's CPU retry; an autocast
-                    # failure on MPS/CPU reruns this request in fp32 (and counts towards AMP off)
-                    if device.type not in AMP_RETRY_DEVICES or is_oom(e, device):
-                        raise
-                    logits, act_logits = self._call_model(tensors, on_cuda)
-                    self._amp_failed(e)
-                else:
-                    if self._amp_failures:
-                        self._amp_failures = 0
-            else:
-                logits, act_logits = self._call_model(tensors, on_cuda)
-        finally:
-            _set_grad_enabled(grad_was)
+        """(logits [N, K] as an fp32 host tensor, act probabilities [N, n_act] as lists of floats)."""
+        logits, act_logits = self.forward_backend.run(batch)
         return host_fp32(logits), act_probabilities(act_logits)
 
-    def _amp_failed(self, error: BaseException) -> None:
+    def amp_succeeded(self) -> None:
+        """A forward under autocast worked: the run of consecutive failures is over."""
+        if self._amp_failures:
+            self._amp_failures = 0
+
+    def amp_failed(self, error: BaseException) -> None:
         """One more consecutive autocast failure answered in fp32; at _AMP_FAIL_LIMIT, AMP goes off for good."""
         with _AMP_LOCK:
             self._amp_failures += 1
@@ -339,12 +252,7 @@ class Agent(Predictor):
             self.precision = Precision(torch.float32, False, self.precision.mps_amp_min_rows)
         warnings.warn(f"laya: mixed precision failed on {self.device.type} {_AMP_FAIL_LIMIT} times in a row (last: "
                       f"{type(error).__name__}: {error}); those requests ran in float32, and this agent now runs "
-                      "in float32 without autocast", RuntimeWarning, stacklevel=5)
-
-    def _call_model(self, tensors: tuple, on_cuda: bool) -> tuple:
-        if self._compiled:
-            return run_compiled(self.model, tensors, on_cuda, mark_steps=self.compile_mode == "reduce-overhead")
-        return call_model(self.model, tensors)  # (the parallel layout runs eager only, checked by the caller)
+                      "in float32 without autocast", RuntimeWarning, stacklevel=6)
 
     def _infer(self, batch: Batch) -> tuple[torch.Tensor, list]:
         gate = self._gate
@@ -385,18 +293,11 @@ class Agent(Predictor):
                                   stacklevel=3)
 
     def warmup(self, shapes: Any = None) -> float:
-        """Run synthetic batches (rows, tokens, markers) through the forward (each as often as the active
-        backend needs to have it ready: the tilelang path captures a CUDA graph on a plan's third run);
+        """Run synthetic (rows, tokens, markers) batches through the request path's forward, each as often as
+        the forward needs to be ready (the tilelang path captures a CUDA graph on a plan's third run);
         returns seconds taken."""
         start = time.perf_counter()
-        cap = int(self.cfg.get("max_len", DEFAULT_MAX_LEN))
-        repeats = self._backend.warmup_repeats if self._backend is not None else 1
-        for rows, tokens, markers in [s for s in shapes or self.WARMUP_SHAPES for _ in range(repeats)]:
-            length = max(min(tokens, cap), markers + 2)
-            ids = torch.full((rows, length), self.tok.cls_token_id, dtype=torch.long)
-            pos = torch.arange(1, markers + 1).repeat(rows, 1)
-            batch = Batch(ids, torch.ones_like(ids), pos, torch.ones_like(pos, dtype=torch.bool),
-                          torch.zeros(rows, dtype=torch.long), [])
+        for batch in self.forward_backend.warmup_batches(shapes):
             self._infer(batch)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

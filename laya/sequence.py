@@ -346,12 +346,14 @@ def parallel_ids(rows: list[tuple], width: int) -> tuple[torch.Tensor, torch.Ten
     return torch.from_numpy(ids[0]), torch.from_numpy(ids[1])
 
 
-def pad_tokens_to(tensors: tuple, multiple: int, pad_id: int) -> tuple:
-    """Right-pad the token axis of (ids, mask, ...) to a multiple (pad ids, mask 0); the rest unchanged."""
-    ids, mask, *rest = tensors
-    extra = -ids.shape[1] % multiple
-    if not extra:
-        return tensors
-    ids = torch.nn.functional.pad(ids, (0, extra), value=pad_id)
-    mask = torch.nn.functional.pad(mask, (0, extra), value=0)
-    return (ids, mask, *rest)
+WARMUP_SHAPES = ((1, 64, 3), (4, 128, 5))  # (rows, tokens, markers) of the synthetic warm-up batches
+
+
+def warmup_batch(rows: int, tokens: int, markers: int, fill_id: int, max_len: int | None) -> Batch:
+    """A synthetic batch (spec 4: `warmup`): ids all `fill_id`, every token live, markers at 1..m, qtype 0;
+    tokens capped at max_len but at least markers + 2."""
+    length = max(min(tokens, max_len) if max_len else tokens, markers + 2)
+    ids = torch.full((rows, length), fill_id, dtype=torch.long)
+    pos = torch.arange(1, markers + 1).repeat(rows, 1)
+    return Batch(ids, torch.ones_like(ids), pos, torch.ones_like(pos, dtype=torch.bool),
+                 torch.zeros(rows, dtype=torch.long), [])

@@ -27,9 +27,7 @@ from typing import Any
 import torch
 
 from ..export import aoti as export
-from .base import Backend, BackendUnavailable
-
-WARMUP_SHAPES = ((1, 64, 3), (4, 128, 5))
+from .base import Backend, BackendUnavailable, pad_to
 
 
 def _first_line(error: BaseException) -> str:
@@ -137,7 +135,7 @@ class AOTIBackend(Backend):
 
     @property
     def limit_advice(self) -> str | None:
-        """Appended to the agent's too-many-tokens error (Agent._run_forward checks max_len first)."""
+        """Appended to the too-many-tokens error (Backend.check_batch checks max_len first)."""
         if self.ranges is None:
             return None
         return (f"or re-export the package with a larger token range (the package at {self.path!r} accepts "
@@ -161,18 +159,6 @@ class AOTIBackend(Backend):
                              "larger ranges (laya.export.aoti.Ranges / scripts/check_aoti.py --max-tokens/"
                              "--max-markers)")
 
-    def _pad_rows(self, tensors: tuple[torch.Tensor, ...], rows: int) -> tuple[torch.Tensor, ...]:
-        """Add padding rows up to `rows`: one live token, marker 0 at position 0, qtype 0 (never NaN)."""
-        ids, mask, pos, live, qtype = tensors
-        extra = rows - ids.shape[0]
-        pad_ids = ids.new_full((extra, ids.shape[1]), self.agent.tok.pad_token_id)
-        pad_mask = mask.new_zeros((extra, mask.shape[1]))
-        pad_mask[:, 0] = 1
-        pad_live = live.new_zeros((extra, live.shape[1]))
-        pad_live[:, 0] = True
-        return (torch.cat([ids, pad_ids]), torch.cat([mask, pad_mask]), torch.cat([pos, pos.new_zeros(pad_live.shape)]),
-                torch.cat([live, pad_live]), torch.cat([qtype, qtype.new_zeros(extra)]))
-
     def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False):
         if self._call is None:
             raise RuntimeError("the aoti backend is not installed")
@@ -191,7 +177,7 @@ class AOTIBackend(Backend):
                 part = tuple(t[start:start + high] for t in tensors)
                 size = part[0].shape[0]
                 if size < low:
-                    part = self._pad_rows(part, low)
+                    part = pad_to(part, low, part[0].shape[1], part[2].shape[1], pad_id, keep_one_token=True)
                 part = export.fit_inputs(part, self.ranges, pad_id)
                 logits, act = self._call(*part)
                 logits_parts.append(logits[:size, :slots])
@@ -200,18 +186,10 @@ class AOTIBackend(Backend):
             return logits_parts[0], act_parts[0]
         return torch.cat(logits_parts), torch.cat(act_parts)
 
+    def call(self, tensors: tuple) -> tuple:
+        return self.forward(*tensors)
+
     def warmup(self, shapes: Any = None) -> float:
         """One call per (rows, tokens, markers) shape: the first call of a package loads its kernels."""
-        start = time.perf_counter()
-        agent = self.agent
-        for rows, tokens, markers in shapes or WARMUP_SHAPES:
-            length = max(min(tokens, self.max_len or tokens), markers + 2)
-            ids = torch.full((rows, length), agent.tok.cls_token_id, dtype=torch.long, device=agent.device)
-            pos = torch.arange(1, markers + 1, device=agent.device).repeat(rows, 1)
-            with torch.no_grad():
-                self.forward(ids, torch.ones_like(ids), pos, torch.ones_like(pos, dtype=torch.bool),
-                             torch.zeros(rows, dtype=torch.long, device=agent.device))
-        if agent.device.type == "cuda":
-            torch.cuda.synchronize(agent.device)
-        self.warmup_s = time.perf_counter() - start
+        self.warmup_s = super().warmup(shapes)
         return self.warmup_s

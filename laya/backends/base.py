@@ -1,30 +1,46 @@
-"""The backend contract: a backend replaces the model's forward and nothing else.
+"""The backend contract: a backend owns the forward of one agent.
 
-`forward(input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False)` must return
-`(logits [N, K] fp32, act_logits [N, n_act])` with the stock shapes and meaning, on the agent's device
-or already on the host (the agent's request path takes either; tilelang returns host tensors, copied
-out in its forward's one device-to-host copy). Installing sets an
-instance-level `model.forward`; uninstalling restores whatever was there before.
+`run(batch)` is the one call the agent makes: it takes a collated `Batch` on the host and returns
+`(logits [N, K], act_logits [N, n_act])` on any device. Every device, precision, padding, host-vs-device
+input and length decision lives here or in a subclass. `install()` also sets an instance-level
+`model.forward` (spec 5.2), so code that calls the model directly gets the backend's forward too;
+uninstalling restores whatever was there before.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+import torch
+
+from ..parallel_layout import call_model
+from ..sequence import WARMUP_SHAPES, Batch, warmup_batch
 
 DYNAMIC_MAX_L = 256  # token buckets are multiples of 16 up to here...
 LONG_BUCKET = 64  # ...and multiples of 64 beyond (fewer shapes for long requests)
 TOKEN_ALIGN = 16
+AMP_RETRY_DEVICES = ("cpu", "mps")  # an autocast failure there reruns the request in fp32
 
 
 class BackendUnavailable(RuntimeError):
     """This backend cannot run here (missing device, package or support); the message says why."""
 
 
+def is_oom(error: BaseException, device: torch.device) -> bool:
+    if device.type == "cpu":
+        return False
+    return isinstance(error, torch.cuda.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and "memory" in str(error))
+
+
 class Backend:
     name = "base"
-    warmup_repeats = 1  # Agent.warmup runs each synthetic shape this many times
+    warmup_shapes = WARMUP_SHAPES
+    warmup_repeats = 1  # runs of each warm-up shape a forward needs to be ready (graph capture)
     host_inputs = False  # True: the forward takes the collated batch on the host and moves it itself
     own_precision = False  # True: the forward runs in the agent's 16-bit dtype itself: no autocast around it
+    runs_parallel_layout = False  # the parallel option layout (spec 3.9) runs on the eager forward only
 
     def __init__(self, agent: Any):
         self.agent = agent
@@ -46,7 +62,6 @@ class Backend:
         self._previous_forward = self.model.__dict__.get("forward")
         self._install()
         self.model.forward = self.forward
-        self.agent._fast = getattr(self, "fast", None)  # the FastLaya object for tilelang (spec 5.1)
         self.installed = True
         return self
 
@@ -58,8 +73,12 @@ class Backend:
         else:
             self.model.__dict__.pop("forward", None)
         self._uninstall()
-        self.agent._fast = None
         self.installed = False
+
+    @property
+    def fast(self) -> Any:
+        """The fused-forward object behind this backend (tilelang's FastLaya), else None."""
+        return None
 
     def stock_forward(self, *args: Any, **kwargs: Any):
         """The model class's own forward, whatever is installed on the instance."""
@@ -68,8 +87,82 @@ class Backend:
     def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False):
         return self.stock_forward(input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder)
 
+    # ---- the agent's one call ------------------------------------------------------------------
+
+    @property
+    def limit_advice(self) -> str | None:
+        """Appended to the too-many-tokens error."""
+        return None
+
+    def check_batch(self, batch: Batch) -> None:
+        length = batch.input_ids.shape[1]
+        if self.max_len is not None and length > self.max_len:
+            advice = self.limit_advice
+            raise ValueError(f"this request has rows of {length} tokens but the {self.name} backend was built "
+                             f"for at most {self.max_len}; pass max_len<={self.max_len} or use backend='eager'"
+                             + (f", {advice}" if advice else ""))
+        if batch.position_ids is not None and not self.runs_parallel_layout:
+            raise ValueError(f"a parallel-layout batch cannot run on {self.described}; only the eager backend "
+                             "runs the parallel option layout: set_backend('eager')")
+
+    @property
+    def described(self) -> str:
+        return f"the {self.name} backend"
+
+    def inputs(self, batch: Batch) -> tuple:
+        """The forward's input tensors: the five of the contract, plus the parallel layout's two ids."""
+        tensors = batch.tensors()
+        if batch.position_ids is not None:
+            tensors = (*tensors, batch.position_ids, batch.option_ids)
+        device = self.agent.device
+        if device.type == "cpu" or self.host_inputs:
+            return tensors
+        return tuple(t.to(device, non_blocking=True) for t in tensors)
+
+    def call(self, tensors: tuple) -> tuple:
+        return call_model(self.model, tensors)
+
+    def run(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """(logits, act_logits) of a collated host batch, under no_grad and the agent's precision."""
+        self.check_batch(batch)
+        tensors = self.inputs(batch)
+        agent = self.agent
+        dtype = agent.dtype_for(batch.input_ids.shape[0])
+        with torch.no_grad():
+            # Autocast is never entered when off (entering it on some devices raises even if disabled).
+            if dtype == torch.float32 or self.own_precision:
+                return self.call(tensors)
+            device = agent.device
+            try:
+                with torch.autocast(device.type, dtype=dtype):
+                    out = self.call(tensors)
+            except Exception as e:
+                # CUDA failures and OOM go to the agent's CPU retry; on MPS/CPU rerun in fp32 and count it
+                if device.type not in AMP_RETRY_DEVICES or is_oom(e, device):
+                    raise
+                out = self.call(tensors)
+                agent.amp_failed(e)
+                return out
+            agent.amp_succeeded()
+            return out
+
+    # ---- warm-up -----------------------------------------------------------------------------------
+
+    def warmup_batches(self, shapes: Any = None) -> list[Batch]:
+        """The synthetic batches that make this forward ready, each `warmup_repeats` times."""
+        cap = self.max_len or int(self.agent.cfg.get("max_len", 512))
+        fill = self.agent.tok.cls_token_id
+        return [warmup_batch(rows, tokens, markers, fill, cap)
+                for rows, tokens, markers in shapes or self.warmup_shapes for _ in range(self.warmup_repeats)]
+
     def warmup(self, shapes: Any = None) -> float:
-        return 0.0
+        """Run the warm-up batches through `run`; seconds taken."""
+        start = time.perf_counter()
+        for batch in self.warmup_batches(shapes):
+            self.run(batch)
+        if self.agent.device.type == "cuda":
+            torch.cuda.synchronize(self.agent.device)
+        return time.perf_counter() - start
 
 
 def bucket_rows(n: int) -> int:
@@ -83,26 +176,41 @@ def bucket_tokens(length: int, max_len: int | None = None) -> int:
     return min(padded, max_len) if max_len else padded
 
 
+def bucket_shape(n_rows: int, n_tokens: int, max_len: int | None) -> tuple[int, int]:
+    """(rows, tokens) a batch is padded to: bucket_rows and bucket_tokens."""
+    return bucket_rows(n_rows), bucket_tokens(n_tokens, max_len)
+
+
+def pad_to(tensors: tuple, rows: int, width: int, slots: int, pad_id: int, keep_one_token: bool = False) -> tuple:
+    """The one pad helper: (ids, mask, marker_pos, marker_mask, qtype) grown to `rows` x `width` tokens x
+    `slots` markers. New tokens are pad ids with mask 0; new marker slots are masked; padding rows have
+    pad ids, an empty mask (token 0 live with `keep_one_token`, since SDPA turns all-masked rows into NaN),
+    marker 0 live at position 0 and qtype 0. Nothing is copied when the shape already fits."""
+    ids, mask, pos, live, qtype = tensors
+    n, length = ids.shape
+    k = pos.shape[1]
+    if (rows, width, slots) == (n, length, k):
+        return tensors
+    new_ids = ids.new_full((rows, width), pad_id)
+    new_ids[:n, :length] = ids
+    new_mask = mask.new_zeros((rows, width))
+    new_mask[:n, :length] = mask
+    if keep_one_token:
+        new_mask[n:, 0] = 1
+    new_pos = pos.new_zeros((rows, slots))
+    new_pos[:n, :k] = pos
+    new_live = live.new_zeros((rows, slots))
+    new_live[:n, :k] = live
+    new_live[n:, 0] = True
+    new_qtype = qtype.new_zeros(rows)
+    new_qtype[:n] = qtype
+    return new_ids, new_mask, new_pos, new_live, new_qtype
+
+
 def pad_batch(input_ids, attention_mask, marker_pos, marker_mask, qtype, max_len: int | None,
               pad_id: int = 0, keep_one_token: bool = False):
-    """Pad to the bucket shape. Padding rows: pad ids, empty attention (or token 0 live with
-    `keep_one_token`, since SDPA turns all-masked rows into NaN that poisons CUDA-graph replays),
-    marker 0 at position 0 live, qtype 0. Returns the padded tensors and the original (N, L)."""
+    """Pad to the bucket shape (`pad_to`); returns the padded tensors and the original (N, L)."""
     n, length = input_ids.shape
-    rows, width = bucket_rows(n), max(bucket_tokens(length, max_len), length)
-    if (rows, width) == (n, length):
-        return (input_ids, attention_mask, marker_pos, marker_mask, qtype), (n, length)
-    ids = input_ids.new_full((rows, width), pad_id)
-    ids[:n, :length] = input_ids
-    mask = attention_mask.new_zeros((rows, width))
-    mask[:n, :length] = attention_mask
-    if keep_one_token:
-        mask[n:, 0] = 1
-    pos = marker_pos.new_zeros((rows, marker_pos.shape[1]))
-    pos[:n] = marker_pos
-    live = marker_mask.new_zeros((rows, marker_mask.shape[1]))
-    live[:n] = marker_mask
-    live[n:, 0] = True
-    types = qtype.new_zeros(rows)
-    types[:n] = qtype
-    return (ids, mask, pos, live, types), (n, length)
+    rows, width = bucket_shape(n, length, max_len)
+    tensors = (input_ids, attention_mask, marker_pos, marker_mask, qtype)
+    return pad_to(tensors, rows, max(width, length), marker_pos.shape[1], pad_id, keep_one_token), (n, length)

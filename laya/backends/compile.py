@@ -1,4 +1,6 @@
-"""torch.compile backend (CUDA): dynamic shapes, bucket padding, CUDA graphs, persistent Inductor cache.
+"""torch.compile: the compile backend (CUDA) and the legacy `compile=True` agent (any device).
+
+The backend: dynamic shapes, bucket padding, CUDA graphs, persistent Inductor cache.
 
 Two choices keep memory near eager's: token counts reach the compiled graph as `16 * n` (ids arrive
 as [N, n, 16]), so Inductor can prove attention-mask rows are aligned and keep them as views; and the
@@ -7,26 +9,102 @@ ModernBERT masks are passed pre-built in broadcast form (`broadcast_masks`), nev
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-import time
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import torch
 
-from ..compiled import check_compile_mode, run_compiled
 from ..model import broadcast_masks
-from .base import TOKEN_ALIGN, Backend, BackendUnavailable, pad_batch
+from ..sequence import WARMUP_SHAPES as AGENT_WARMUP_SHAPES
+from .base import TOKEN_ALIGN, Backend, BackendUnavailable, pad_batch, pad_to
 
-WARMUP_SHAPES = ((1, 64, 3), (4, 128, 5), (8, 256, 6))
+WARMUP_SHAPES = (*AGENT_WARMUP_SHAPES, (8, 256, 6))
+CACHE_DIR_ENV = "LAYA_INDUCTOR_CACHE_DIR"
+WARMUP_ENV = "LAYA_COMPILE_WARMUP"
+DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "laya", "inductor")
 CALLS_PER_SHAPE = 3  # CUDA-graph trees record on the second call and replay from the third
 OFF_VALUES = ("0", "false", "no", "off")
+
+COMPILE_LOCK = threading.RLock()
+_duck_lock = threading.Lock()
+_duck_users = 0
+
+
+def _patch_is_per_thread() -> bool:
+    """torch versions whose config overrides live in ContextVars can patch per thread."""
+    import torch.fx.experimental._config as fx_config
+
+    seen = []
+    with fx_config.patch(use_duck_shape=not fx_config.use_duck_shape):
+        probe = threading.Thread(target=lambda: seen.append(fx_config.use_duck_shape))
+        probe.start()
+        probe.join()
+    return seen[0] == fx_config.use_duck_shape
+
+
+_PER_THREAD = None
+
+
+@contextlib.contextmanager
+def independent_dims() -> Iterator[None]:
+    global _PER_THREAD, _duck_users
+    import torch.fx.experimental._config as fx_config
+
+    if _PER_THREAD is None:
+        _PER_THREAD = _patch_is_per_thread()
+    if _PER_THREAD:
+        with fx_config.patch(use_duck_shape=False):
+            yield
+        return
+    with _duck_lock:  # a global flag: refcount it so overlapping forwards restore it once
+        if _duck_users == 0:
+            independent_dims.saved = fx_config.use_duck_shape
+            fx_config.use_duck_shape = False
+        _duck_users += 1
+    try:
+        yield
+    finally:
+        with _duck_lock:
+            _duck_users -= 1
+            if _duck_users == 0:
+                fx_config.use_duck_shape = independent_dims.saved
+
+
+def compile_model(model: torch.nn.Module, **kwargs: Any) -> torch.nn.Module:
+    return torch.compile(model, dynamic=True, **kwargs)
+
+
+def check_compile_mode(mode: str) -> None:
+    if mode not in ("default", "reduce-overhead"):
+        raise ValueError(f"compile_mode {mode!r} is not supported; use 'default' or 'reduce-overhead'")
+    if mode == "reduce-overhead" and not hasattr(torch.compiler, "cudagraph_mark_step_begin"):
+        raise RuntimeError("compile_mode='reduce-overhead' needs torch.compiler.cudagraph_mark_step_begin, which "
+                           f"torch {torch.__version__} lacks; upgrade torch or use compile_mode='default'")
+
+
+def run_compiled(fn: Callable, tensors: tuple, on_cuda: bool, mark_steps: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    if not on_cuda:
+        with independent_dims():
+            return fn(*tensors)
+    with COMPILE_LOCK, independent_dims():
+        if mark_steps:
+            torch.compiler.cudagraph_mark_step_begin()
+        logits, act = fn(*tensors)
+        return logits.clone(), act.clone()
+
+
+def inductor_cache_dir() -> str:
+    """Where `compile_cache=True` keeps Inductor's cache (XDG_CACHE_HOME/laya/torchinductor)."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = xdg if os.path.isabs(xdg) else os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "laya", "torchinductor")
 
 
 def configure_inductor_cache() -> str:
     """Persistent FX-graph cache (default ~/.cache/laya/inductor); an existing setting wins."""
-    chosen = os.environ.get("LAYA_INDUCTOR_CACHE_DIR", "").strip() or \
-        os.path.join(os.path.expanduser("~"), ".cache", "laya", "inductor")
+    chosen = os.environ.get(CACHE_DIR_ENV, "").strip() or os.path.expanduser(DEFAULT_CACHE_DIR)
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", chosen)
     os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
     os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "1")
@@ -36,10 +114,12 @@ def configure_inductor_cache() -> str:
     return os.environ["TORCHINDUCTOR_CACHE_DIR"]
 
 
-def warmup_enabled(explicit: bool | None) -> bool:
-    if explicit is not None:
-        return explicit
-    return os.environ.get("LAYA_COMPILE_WARMUP", "1").strip().lower() not in OFF_VALUES
+def warmup_enabled(default: bool | None = True) -> bool:
+    """LAYA_COMPILE_WARMUP: 0/false/no/off turn the warm-up off; unset or blank means `default` (None: on)."""
+    raw = os.environ.get(WARMUP_ENV, "").strip()
+    if not raw:
+        return True if default is None else bool(default)
+    return raw.strip().lower() not in OFF_VALUES
 
 
 class CompileBackend(Backend):
@@ -49,7 +129,7 @@ class CompileBackend(Backend):
         super().__init__(agent)
         check_compile_mode(mode)
         self.mode = mode
-        self.do_warmup = warmup_enabled(warmup)
+        self.do_warmup = warmup_enabled() if warmup is None else bool(warmup)
         self.warmup_s = 0.0
         self.cache_dir: str | None = None
         self.compiled = None
@@ -97,18 +177,38 @@ class CompileBackend(Backend):
                                        mark_steps=self.mode == "reduce-overhead")
         return logits[:n], act[:n]
 
+    def call(self, tensors: tuple) -> tuple:
+        return self.forward(*tensors)  # (also while installing, before model.forward is ours)
+
+    warmup_repeats = CALLS_PER_SHAPE
+    warmup_shapes = WARMUP_SHAPES
+
     def warmup(self, shapes: Any = None) -> float:
-        start = time.perf_counter()
-        agent = self.agent
-        for rows, tokens, markers in shapes or WARMUP_SHAPES:
-            length = max(min(tokens, self.max_len), markers + 2)
-            ids = torch.full((rows, length), agent.tok.cls_token_id, dtype=torch.long, device=agent.device)
-            pos = torch.arange(1, markers + 1, device=agent.device).repeat(rows, 1)
-            args = (ids, torch.ones_like(ids), pos, torch.ones_like(pos, dtype=torch.bool),
-                    torch.zeros(rows, dtype=torch.long, device=agent.device))
-            with torch.no_grad(), torch.autocast("cuda", dtype=agent.dtype, enabled=agent.amp_enabled):
-                for _ in range(CALLS_PER_SHAPE):
-                    self.forward(*args)
-        torch.cuda.synchronize(agent.device)
-        self.warmup_s = time.perf_counter() - start
+        self.warmup_s = super().warmup(shapes)
         return self.warmup_s
+
+
+class LegacyCompiled(Backend):
+    """The forward of `compile=True`: the agent's model is a torch.compile wrapper (spec 5.4); any device."""
+
+    name = "compile"
+
+    def __init__(self, agent: Any, mode: str = "default"):
+        super().__init__(agent)
+        self.mark_steps = mode == "reduce-overhead"
+
+    @property
+    def described(self) -> str:
+        return "compile=True"
+
+    def inputs(self, batch: Any) -> tuple:
+        tensors = super().inputs(batch)
+        if self.agent.device.type != "cuda":
+            return tensors
+        # some Inductor SDPA versions specialise on L mod 8
+        ids = tensors[0]
+        return pad_to(tensors, ids.shape[0], -(-ids.shape[1] // 8) * 8, tensors[2].shape[1],
+                      self.agent.tok.pad_token_id)
+
+    def call(self, tensors: tuple) -> tuple:
+        return run_compiled(self.model, tensors, self.agent.device.type == "cuda", self.mark_steps)

@@ -19,7 +19,11 @@ class TileLangBackend(Backend):
         super().__init__(agent)
         self.use_graphs = use_graphs
         self.verbose = verbose
-        self.fast = None
+        self._fast = None
+
+    @property
+    def fast(self) -> Any:
+        return self._fast
 
     def _install(self) -> None:
         agent = self.agent
@@ -42,26 +46,26 @@ class TileLangBackend(Backend):
         options = dict(max_len=int(agent.cfg.get("max_len", 512)), use_graphs=self.use_graphs,
                        verbose=self.verbose, dtype=agent.dtype, pad_id=agent.tok.pad_token_id)
         try:
-            self.fast = fast_module.FastLaya(agent.model, **options)
+            self._fast = fast_module.FastLaya(agent.model, **options)
         except ValueError as e:  # an encoder the kernels do not implement (biases, activation, sizes)
             raise BackendUnavailable(str(e)) from None
         except Exception:  # noqa: BLE001 - tilelang's JIT cache sometimes fails once; the retry decides
             try:
-                self.fast = fast_module.FastLaya(agent.model, **options)
+                self._fast = fast_module.FastLaya(agent.model, **options)
             except Exception as e:  # noqa: BLE001 - twice: report it as unavailable (warning + eager)
                 raise BackendUnavailable(f"building the fused forward failed: {type(e).__name__}: {e}") from e
-        self.max_len = self.fast.max_len
+        self.max_len = self._fast.max_len
 
     def _uninstall(self) -> None:
-        self.fast = None
+        self._fast = None
 
     def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False):
-        return self.fast(input_ids, attention_mask, marker_pos, marker_mask, qtype)
+        return self._fast(input_ids, attention_mask, marker_pos, marker_mask, qtype)
+
+    def call(self, tensors: tuple) -> tuple:
+        return self._fast(*tensors)
 
     @property
     def warmup_repeats(self) -> int:
-        """Agent.warmup runs each shape this often: the fast path captures a plan on its CAPTURE_AFTER-th run."""
-        return getattr(self.fast, "capture_after", 1)
-
-    def warmup(self, shapes: Any = None) -> float:
-        return self.agent.warmup(shapes)  # through the agent: its request path captures the graphs
+        """The fast path captures a plan's CUDA graph on its capture_after-th run."""
+        return getattr(self._fast, "capture_after", 1)

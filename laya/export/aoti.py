@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..backends.base import pad_to
 from ..parallel_layout import eager_only
 
 TOKEN_MULTIPLE = 16
@@ -301,11 +302,4 @@ def fit_inputs(tensors: tuple[torch.Tensor, ...], ranges: Ranges, pad_id: int) -
         raise ValueError(f"request does not fit the AOTInductor package ({'; '.join(problems)}); split it into "
                          "smaller batches, lower max_len, or export a package with wider ranges")
     width = max(ranges.tokens[0], -(-length // TOKEN_MULTIPLE) * TOKEN_MULTIPLE)
-    if width > length:
-        ids = torch.cat([ids, ids.new_full((rows, width - length), pad_id)], dim=1)
-        mask = torch.cat([mask, mask.new_zeros((rows, width - length))], dim=1)
-    if slots < ranges.markers[0]:
-        extra = ranges.markers[0] - slots
-        pos = torch.cat([pos, pos.new_zeros((rows, extra))], dim=1)
-        live = torch.cat([live, live.new_zeros((rows, extra))], dim=1)
-    return ids, mask, pos, live, qtype
+    return pad_to(tensors, rows, width, max(slots, ranges.markers[0]), pad_id)
