@@ -10,6 +10,7 @@ import time
 import warnings
 from typing import Any
 
+import numpy as np
 import torch
 
 from .answers import clamp_temperatures, resolve_lang_temperatures
@@ -17,16 +18,16 @@ from .checkpoint import check_weights_file, load_config, load_tokenizer, load_we
     resolve_checkpoint_dir, verify_digests
 from .device import MPS_AMP_MIN_ROWS_DEFAULT, Precision, precision_policy, resolve_device  # noqa: F401 (R-P2-2)
 from .answers import softmax_rows
-from .gate import ReadWriteGate
+from .read_write_gate import ReadWriteGate
 from . import backends
 from .backends.base import is_oom
 from .backends.compile import LegacyCompiled, check_compile_mode, compile_model, inductor_cache_dir
 from .backends.eager import EagerBackend
 from .model import build_model
 from .parallel_layout import require_modernbert
-from .pipeline import Predictor
+from .pipeline import NO_SCOPE, Predictor
 from .registry import BUNDLE_REPO, looks_local, resolve_model_spec
-from .sequence import WARMUP_SHAPES, Batch
+from .sequence import WARMUP_SHAPES, Batch, encode_many, tokenizer_view
 
 OOM_MESSAGE = "GPU memory exceeded during inference. Retrying this request on CPU..."
 # One OOM fallback at a time across agents: each moves a whole model between devices.
@@ -302,6 +303,43 @@ class Agent(Predictor):
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - start
+
+    # ---- embeddings ------------------------------------------------------------------------------
+
+    @property
+    def decision_model(self) -> torch.nn.Module:
+        """The DecisionModel itself (under compile=True, the module inside the torch.compile wrapper)."""
+        return self.model._orig_mod if self._compiled else self.model
+
+    def encode_texts(self, texts: list[str], max_length: int = 512, batch_size: int = 32) -> np.ndarray:
+        """Mean-pooled, L2-normalised last hidden states of the encoder, [n, d] float32, one per text.
+
+        Each text is [CLS] text [SEP] (at most `max_length` tokens and the encoder's position limit);
+        `batch_size` texts per forward, sorted by length, returned in input order; no_grad and this agent's
+        autocast policy, under its read gate (a backend switch or OOM fallback waits)."""
+        encoder = self.decision_model.encoder
+        out = np.zeros((len(texts), int(encoder.config.hidden_size)), dtype=np.float32)
+        if not texts:
+            return out
+        positions = getattr(encoder.config, "max_position_embeddings", None)
+        limit = min(max_length, positions) if isinstance(positions, int) and positions >= 2 else max_length
+        view = tokenizer_view(self.tok)
+        ids = [[view.cls_id, *row[:limit - 2], view.sep_id] for row in encode_many(self.tok, texts)]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        with self._gate.reading(), torch.no_grad():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start:start + batch_size]
+                rows = [ids[i] for i in chunk]
+                width = max(len(r) for r in rows)
+                input_ids = torch.tensor([r + [view.pad_id] * (width - len(r)) for r in rows], device=self.device)
+                mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=self.device)
+                dtype = self.dtype_for(len(chunk))
+                with torch.autocast(self.device.type, dtype=dtype) if dtype != torch.float32 else NO_SCOPE:
+                    h = encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
+                m = mask.unsqueeze(-1).to(torch.float32)
+                pooled = (h.float() * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
+                out[chunk] = torch.nn.functional.normalize(pooled, dim=-1).cpu().numpy()
+        return out
 
     # ---- lifecycle -------------------------------------------------------------------------------
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from typing import Any
 
 import numpy as np
 
-from .answers import clamp_temperatures, resolve_lang_temperatures
+from .answers import clamp_temperatures, resolve_lang_temperatures, softmax_rows
+from .backends.base import INPUT_NAMES
+from .backends.onnx import (CPU_EP, CUDA_EP, MIN_MARKERS, OUTPUT_NAMES, PREFIX, OnnxBackend, check_providers,  # noqa: F401
+                            create_session, default_threads)
 from .checkpoint import file_sha256, load_config, load_tokenizer, parse_digest_env, resolve_checkpoint_dir, \
     verify_digests
 from .parallel_layout import eager_only
@@ -22,74 +24,7 @@ from .pipeline import Predictor
 from .registry import BUNDLE_REPO
 from .sequence import Batch
 
-INPUT_NAMES = ("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype")
-OUTPUT_NAMES = ("logits", "act_logits")
-MIN_MARKERS = 2  # the graph holds only the topk(2) branch of the confidence features
 GRAPH_DIGEST_KEYS = ("onnx", "onnx_path")
-CPU_EP = "CPUExecutionProvider"
-CUDA_EP = "CUDAExecutionProvider"
-PREFIX = "laya ONNX"
-
-
-def _ort() -> Any:
-    try:
-        import onnxruntime
-    except ImportError as e:
-        raise ImportError("ONNXAgent needs onnxruntime: pip install onnxruntime (or onnxruntime-gpu)") from e
-    return onnxruntime
-
-
-def default_threads() -> int:
-    """Cores this process may use (a container's CPU set can be smaller than os.cpu_count())."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
-def check_providers(providers: Any) -> list | None:
-    """None (choose automatically) or a list of provider names / (name, options) pairs ORT offers."""
-    if providers is None:
-        return None
-    if isinstance(providers, str):
-        providers = [providers]
-    available = _ort().get_available_providers()
-    out = []
-    for p in providers:
-        name = p[0] if isinstance(p, (tuple, list)) else p
-        if not isinstance(name, str) or name not in available:
-            raise ValueError(f"ONNX Runtime provider {name!r} is not available here; available: {available}")
-        out.append(tuple(p) if isinstance(p, (tuple, list)) else p)
-    return out
-
-
-def create_session(path: str, providers: Any = None, threads: int | None = None) -> Any:
-    """An InferenceSession with full graph optimisation, `threads` intra-op threads and no spinning.
-
-    Spinning worker threads would keep burning the cores between calls and slow any PyTorch (or other
-    ORT) work sharing the process. CUDA is used when ORT offers it; if it fails to start, CPU with a
-    warning.
-    """
-    ort = _ort()
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
-    opts = ort.SessionOptions()
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.intra_op_num_threads = threads or default_threads()
-    opts.inter_op_num_threads = 1
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    chosen = check_providers(providers)
-    if chosen is None:
-        chosen = [CUDA_EP, CPU_EP] if CUDA_EP in ort.get_available_providers() else [CPU_EP]
-    try:
-        return ort.InferenceSession(path, sess_options=opts, providers=chosen)
-    except Exception as e:  # noqa: BLE001 - a broken CUDA install must not stop a CPU run
-        if chosen == [CPU_EP] or providers is not None:
-            raise
-        warnings.warn(f"{PREFIX}: the CUDA provider failed to start ({type(e).__name__}: {e}); using the CPU",
-                      RuntimeWarning, stacklevel=3)
-        return ort.InferenceSession(path, sess_options=opts, providers=[CPU_EP])
 
 
 def find_graph(onnx_path: str, model_dir: str) -> str:
@@ -165,9 +100,9 @@ class ONNXAgent(Predictor):
             self.load_calibration(calibration)
 
         self.threads = threads
-        self.session = create_session(self.onnx_path, providers=providers, threads=threads)
+        self.forward_backend = OnnxBackend(self, self.onnx_path, providers=providers, threads=threads)
+        self.session = self.forward_backend.session
         self.providers = list(self.session.get_providers())
-        self._check_graph()
 
     # ---- setup helpers -----------------------------------------------------------------------
 
@@ -179,12 +114,6 @@ class ONNXAgent(Predictor):
         with open(path, encoding="utf-8") as f:
             limit = json.load(f).get("max_position_embeddings")
         return limit if isinstance(limit, int) and not isinstance(limit, bool) else None
-
-    def _check_graph(self) -> None:
-        names = (tuple(i.name for i in self.session.get_inputs()), tuple(o.name for o in self.session.get_outputs()))
-        if names != (INPUT_NAMES, OUTPUT_NAMES):
-            raise ValueError(f"{self.onnx_path!r} has inputs/outputs {names}, expected {(INPUT_NAMES, OUTPUT_NAMES)}; "
-                             "re-export it with scripts/export_onnx.py")
 
     @property
     def backend(self) -> str:
@@ -199,20 +128,11 @@ class ONNXAgent(Predictor):
     def _max_positions(self) -> int | None:
         return self._positions
 
-    def _infer(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
+    def _infer(self, batch: Batch) -> tuple[np.ndarray, list]:
         if self.session is None:
             raise RuntimeError(f"{self!r} is closed; create a new ONNXAgent to predict again")
-        ids, mask, pos, live, qtype = (t.numpy() for t in batch.tensors())
-        k = pos.shape[1]
-        if k < MIN_MARKERS:  # a masked extra slot gets probability 0 and leaves the act features unchanged
-            extra = MIN_MARKERS - k
-            pos = np.concatenate([pos, np.zeros((pos.shape[0], extra), dtype=pos.dtype)], axis=1)
-            live = np.concatenate([live, np.zeros((live.shape[0], extra), dtype=bool)], axis=1)
-        feed = {"input_ids": ids.astype(np.int64, copy=False), "attention_mask": mask.astype(np.int64, copy=False),
-                "marker_pos": pos.astype(np.int64, copy=False), "marker_mask": live.astype(bool, copy=False),
-                "qtype": qtype.astype(np.int64, copy=False)}
-        logits, act_logits = self.session.run(list(OUTPUT_NAMES), feed)
-        return np.ascontiguousarray(logits[:, :k], dtype=np.float32), softmax(act_logits)
+        logits, act_logits = self.forward_backend.run(batch)
+        return logits, softmax_rows(act_logits.tolist())
 
     # ---- lifecycle ---------------------------------------------------------------------------
 

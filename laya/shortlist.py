@@ -420,63 +420,23 @@ def embed_fn_from_agent(agent: Any, max_length: int = 512, batch_size: int = 32)
 
     Each text becomes [CLS] text [SEP] (at most `max_length` tokens, also capped by the encoder's
     position limit), and its embedding is the mean of the encoder's last hidden state over the real
-    (non-padding) tokens, L2-normalised (a cosine is then a dot product; laya computes cosines anyway).
-    Runs under `torch.no_grad` on the agent's current device with its autocast policy (`dtype_for`),
-    `batch_size` texts per forward (sorted by length to save padding, returned in input order), under the
-    agent's read gate so a backend switch or OOM fallback cannot move the model mid-call. The encoder is
+    (non-padding) tokens, L2-normalised (a cosine is then a dot product; laya computes cosines anyway):
+    `Agent.encode_texts`. The encoder is
     the checkpoint's trained decision encoder, not a sentence-embedding model: good enough to drop clearly
     unrelated options, but a dedicated embedding model ranks better. Needs a torch `Agent` (an
     ONNXAgent has no encoder to call).
     """
     max_length = _positive(max_length, "max_length", 2)
     batch_size = _positive(batch_size, "batch_size")
-    model = getattr(agent, "model", None)
-    core = getattr(model, "_orig_mod", model)  # a legacy torch.compile wrapper keeps the module here
-    encoder = getattr(core, "encoder", None)
-    if encoder is None or getattr(agent, "tok", None) is None:
+    if not callable(getattr(agent, "encode_texts", None)):
         raise TypeError(f"embed_fn_from_agent needs a torch laya Agent (it calls the encoder); got "
                         f"{type(agent).__name__}. Pass an embed_fn of your own (texts -> array [n, d]) instead")
-    import contextlib
-
-    import torch
-
-    from .sequence import encode_many, tokenizer_view
-
-    hidden = int(encoder.config.hidden_size)
-    positions = getattr(encoder.config, "max_position_embeddings", None)
+    config = agent.decision_model.encoder.config
+    positions = getattr(config, "max_position_embeddings", None)
     limit = min(max_length, positions) if isinstance(positions, int) and positions >= 2 else max_length
 
     def embed(texts: Any) -> np.ndarray:
-        texts = _check_texts(texts, "embed_fn")
-        out = np.zeros((len(texts), hidden), dtype=np.float32)
-        if not texts:
-            return out
-        view = tokenizer_view(agent.tok)
-        ids = [[view.cls_id, *row[:limit - 2], view.sep_id] for row in encode_many(agent.tok, texts)]
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        gate = getattr(agent, "_gate", None)
-        with gate.reading() if gate is not None else contextlib.nullcontext(), torch.no_grad():
-            device = agent.device
-            for start in range(0, len(order), batch_size):
-                chunk = order[start:start + batch_size]
-                width = max(len(ids[i]) for i in chunk)
-                input_ids = torch.full((len(chunk), width), view.pad_id, dtype=torch.long)
-                mask = torch.zeros((len(chunk), width), dtype=torch.long)
-                for r, i in enumerate(chunk):
-                    input_ids[r, :len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
-                    mask[r, :len(ids[i])] = 1
-                input_ids, mask = input_ids.to(device), mask.to(device)
-                dtype = agent.dtype_for(len(chunk)) if hasattr(agent, "dtype_for") else torch.float32
-                if dtype != torch.float32:  # autocast is never entered when off (some devices raise)
-                    with torch.autocast(device.type, dtype=dtype):
-                        h = encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
-                else:
-                    h = encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
-                m = mask.unsqueeze(-1).to(torch.float32)
-                pooled = (h.float() * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
-                pooled = torch.nn.functional.normalize(pooled, dim=-1)
-                out[chunk] = pooled.cpu().numpy()
-        return out
+        return agent.encode_texts(_check_texts(texts, "embed_fn"), max_length=max_length, batch_size=batch_size)
 
     embed.max_length, embed.batch_size = limit, batch_size  # type: ignore[attr-defined]
     return embed

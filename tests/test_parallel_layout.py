@@ -200,7 +200,9 @@ def test_parallel_layout_is_eager_only(parallel_checkpoint, monkeypatch):
         assert agent.set_backend("compile") == "eager"
     assert agent.predict("refund please", {"team": TEAM})["answers"]["team"]["choice"] in TEAM["criteria"]
     # a parallel batch that reaches a non-eager forward is refused, never run sequentially
-    monkeypatch.setattr(agent, "_backend", types.SimpleNamespace(name="compile", max_len=None))
+    from laya.backends.compile import LegacyCompiled
+
+    monkeypatch.setattr(agent, "_backend", LegacyCompiled(agent))
     with pytest.raises(ValueError, match="parallel"):
         agent.predict("refund please", {"team": TEAM})
     monkeypatch.undo()

@@ -20,6 +20,7 @@ from ..sequence import WARMUP_SHAPES, Batch, warmup_batch
 DYNAMIC_MAX_L = 256  # token buckets are multiples of 16 up to here...
 LONG_BUCKET = 64  # ...and multiples of 64 beyond (fewer shapes for long requests)
 TOKEN_ALIGN = 16
+INPUT_NAMES = ("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype")  # Batch.tensors(), in order
 AMP_RETRY_DEVICES = ("cpu", "mps")  # an autocast failure there reruns the request in fp32
 
 

@@ -31,14 +31,13 @@ from dataclasses import dataclass
 
 import torch
 
-from ..backends.base import pad_to
+from ..backends.base import INPUT_NAMES, pad_to
 from ..parallel_layout import eager_only
 
 TOKEN_MULTIPLE = 16
 METADATA_KEY = "laya_aoti"  # key of the JSON record in the package metadata
 INFO_FORMAT = 1
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
-INPUT_NAMES = ("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype")
 
 
 @dataclass(frozen=True)
