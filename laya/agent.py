@@ -13,7 +13,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from .answers import clamp_temperatures, resolve_lang_temperatures
 from .checkpoint import check_weights_file, load_config, load_tokenizer, load_weights, parse_digest_env, \
     resolve_checkpoint_dir, verify_digests
 from .device import MPS_AMP_MIN_ROWS_DEFAULT, Precision, precision_policy, resolve_device  # noqa: F401 (R-P2-2)
@@ -25,7 +24,7 @@ from .backends.compile import LegacyCompiled, check_compile_mode, compile_model,
 from .backends.eager import EagerBackend
 from .model import build_model
 from .parallel_layout import require_modernbert
-from .pipeline import NO_SCOPE, Predictor
+from .predictor import NO_SCOPE, Predictor
 from .registry import BUNDLE_REPO, looks_local, resolve_model_spec
 from .sequence import WARMUP_SHAPES, Batch, encode_many, tokenizer_view
 
@@ -47,6 +46,23 @@ def act_probabilities(act_logits: torch.Tensor) -> list:
     return softmax_rows(host_fp32(act_logits).tolist())
 
 
+def _backend_arguments(backend: Any, aoti_path: Any, fast: bool, compile: bool) -> tuple:
+    """(backend name or None, its options, fast, compile): an explicit backend wins over the legacy flags."""
+    options = {}
+    if aoti_path is not None:
+        if backend is None or backends.normalise(backend) != "aoti":
+            raise ValueError(f"aoti_path is for backend='aoti' (got backend={backend!r}); pass "
+                             "backend='aoti', aoti_path=... together")
+        options["aoti_path"] = aoti_path
+    if backend is None:
+        return None, options, fast, compile
+    backend = backends.normalise(backend)
+    if backend == "onnx":
+        raise ValueError("backend='onnx' is a separate agent class; use laya.load(..., backend='onnx') "
+                         "or ONNXAgent")
+    return backend, options, False, False
+
+
 class Agent(Predictor):
     WARMUP_SHAPES = WARMUP_SHAPES  # (spec 1.3: a class attribute; the backends' default warm-up shapes)
     _amp_failures = 0  # consecutive autocast failures retried in fp32 (MPS/CPU); set per agent
@@ -58,18 +74,7 @@ class Agent(Predictor):
                  hooks_raise: bool = True, hooks_concurrent: bool = True, hooks_timeout: float | None = None,
                  calibration: str | None = None, backend: str | None = None, compile_warmup: bool = True,
                  compile_cache: bool = False, compile_mode: str = "default", aoti_path: str | None = None):
-        backend_options = {}
-        if aoti_path is not None:
-            if backend is None or backends.normalise(backend) != "aoti":
-                raise ValueError(f"aoti_path is for backend='aoti' (got backend={backend!r}); pass "
-                                 "backend='aoti', aoti_path=... together")
-            backend_options["aoti_path"] = aoti_path
-        if backend is not None:
-            backend = backends.normalise(backend)
-            if backend == "onnx":
-                raise ValueError("backend='onnx' is a separate agent class; use laya.load(..., backend='onnx') "
-                                 "or ONNXAgent")
-            fast = compile = False  # an explicit backend wins over the legacy flags
+        backend, backend_options, fast, compile = _backend_arguments(backend, aoti_path, fast, compile)
         if compile and not fast and compile_cache:
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())
             os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
@@ -86,30 +91,12 @@ class Agent(Predictor):
         check_weights_file(model_dir, self.model_id)
         self.device = resolve_device(device)
         self.tok = load_tokenizer(model_dir, self.cfg["encoder"])
-        encoder_dir = os.path.join(model_dir, "encoder")
-        self.model = build_model(self.cfg, encoder_dir if os.path.isdir(encoder_dir) else None, pretrained=False)
-        if self.parallel_options:  # refused at load, not on every request
-            require_modernbert(self.model.encoder.config, f" ({model_dir})")
-        load_weights(self.model, model_dir)
-        self.model.encoder.config.reference_compile = bool(compile)
+        self.model = self._load_model(model_dir, compile)
         self._compiled = False  # legacy compile=True: self.model is the torch.compile wrapper
         self.compile_mode = compile_mode
-        if compile and self.parallel_options:
-            warnings.warn("laya: compile=True is ignored: this checkpoint uses the parallel option layout, which "
-                          "only the eager forward runs", RuntimeWarning, stacklevel=2)
-        elif compile and not fast:
-            check_compile_mode(compile_mode)
-            self.model = compile_model(self.model, **({"mode": compile_mode} if compile_mode != "default" else {}))
-            self._compiled = True
-
-        self.temperature_raw = self.cfg.get("temperature", [1.0, 1.0, 1.0])
-        self.temperature_by_options_raw = self.cfg.get("temperature_by_options", {})
-        self.temperature, self.temperature_by_options = clamp_temperatures(
-            self.temperature_raw, self.temperature_by_options_raw)
-        self.binning_map = None
-        self.lang_temperatures = resolve_lang_temperatures(lang_temperatures, self.temperature)
-        if calibration is not None:
-            self.load_calibration(calibration)
+        if compile and not fast:
+            self._compile_legacy(compile_mode)
+        self._setup_calibration(lang_temperatures, calibration)
 
         self.precision = precision_policy(self.device, self.cfg)
         self.cpu_fallback_count = 0
@@ -129,6 +116,25 @@ class Agent(Predictor):
             except Exception as e:  # noqa: BLE001 - the compiled model stays; later calls may still raise
                 warnings.warn(f"laya: compile warm-up failed ({type(e).__name__}: {e}); keeping the compiled "
                               "model", RuntimeWarning, stacklevel=2)
+
+    def _load_model(self, model_dir: str, compile: bool) -> torch.nn.Module:
+        encoder_dir = os.path.join(model_dir, "encoder")
+        model = build_model(self.cfg, encoder_dir if os.path.isdir(encoder_dir) else None, pretrained=False)
+        if self.parallel_options:  # refused at load, not on every request
+            require_modernbert(model.encoder.config, f" ({model_dir})")
+        load_weights(model, model_dir)
+        model.encoder.config.reference_compile = bool(compile)
+        return model
+
+    def _compile_legacy(self, compile_mode: str) -> None:
+        """compile=True: the model becomes a torch.compile wrapper (spec 5.4), unless the layout forbids it."""
+        if self.parallel_options:
+            warnings.warn("laya: compile=True is ignored: this checkpoint uses the parallel option layout, which "
+                          "only the eager forward runs", RuntimeWarning, stacklevel=3)
+            return
+        check_compile_mode(compile_mode)
+        self.model = compile_model(self.model, **({"mode": compile_mode} if compile_mode != "default" else {}))
+        self._compiled = True
 
     # ---- placement and precision -------------------------------------------------------------
 

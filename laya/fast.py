@@ -34,11 +34,9 @@ path for tests on machines without a GPU, not a CPU backend (the scalar kernels 
 
 from __future__ import annotations
 
-import copy
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -48,6 +46,8 @@ import torch.nn.functional as F
 
 from . import tl_kernels as K
 from .backends.base import bucket_rows, bucket_tokens
+from .fast_state import Plan, DecisionStep, GemmWeight, linears_in, NormWeight, PlanSlot  # noqa: F401
+from .fast_tiles import GPU_TILES, M_CLASSES, TILE_KEYS, bucket_packed, m_class  # noqa: F401
 from .model import N_FEATURES, head_heads
 
 HEAD_DH = 64  # the decision head partitions d into 64-wide heads (model.head_heads)
@@ -65,164 +65,8 @@ GRAPH_MAX_TOKENS = 4096
 CAPTURE_AFTER = 3
 
 
-def _t(bm, bn, bk, stages, threads, splits=0):
-    return dict(bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, splits=splits)
-
-
-# Tiles per token-row class: a plan of M rows uses the first class whose bound holds M.  Measured on the
-# H200 at ModernBERT-large shapes, each GEMM timed inside a CUDA graph with its weights streamed from HBM
-# (benchmarks/bench_tiles.py -> small_gemm_h200_2026-11-29.json, tiles_large_h200_2026-11-29.json: the
-# large-M entries are within 1% of the best tried there; at M=90112, tiles_90112_h200_2026-11-30.json,
-# QKV is 11% behind cuBLAS, GEGLU 21% behind cuBLAS's plain GEMM, the d-wide outputs with their add_ln
-# 5-6% behind cuBLAS + the same add_ln).  Few rows are bandwidth- and launch-bound: narrow
-# tiles, and for the d-wide residual GEMMs split-K (splits > 0), whose fp32 partials the following
-# residual-add + LayerNorm sums, so it costs no extra kernel.
-M_CLASSES = (32, 64, 128, 256, 512, 1024, 2048, None)
-GPU_TILES = {
-    # N >= 3d: the encoder's and the head's QKV, the head's 4d-wide first FFN layer
-    "wide": (_t(16, 64, 128, 4, 128), _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
-             _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256), _t(128, 256, 64, 3, 256),
-             _t(128, 256, 64, 4, 256)),
-    "geglu": (_t(16, 64, 128, 3, 128), _t(64, 32, 128, 2, 128), _t(128, 32, 128, 2, 128), _t(128, 64, 64, 3, 256),
-              _t(128, 128, 64, 3, 256), _t(128, 128, 64, 3, 256), _t(128, 128, 64, 3, 256),
-              _t(128, 128, 64, 3, 256)),
-    # N = d without split-K: the head's output projections (their output is not summed by add_ln alone)
-    "narrow": (_t(64, 32, 128, 3, 128),) * 4 + (_t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
-                                                _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
-    # the encoder's attention output (K = d) and MLP down-projection (K = ffn), summed by add_ln
-    "o": (_t(16, 64, 128, 4, 128, splits=4), _t(32, 64, 128, 4, 128, splits=4), _t(32, 64, 128, 4, 128, splits=2),
-          _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128), _t(128, 128, 64, 3, 256),
-          _t(128, 256, 64, 3, 256)),
-    "down": (_t(16, 64, 128, 4, 128, splits=8), _t(32, 64, 128, 4, 128, splits=4), _t(64, 64, 128, 3, 128, splits=4),
-             _t(64, 64, 128, 3, 128, splits=2), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
-             _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
-    # Row-wise kernels: one row per block for few rows (latency: more blocks, fewer serial steps per
-    # thread); the measured large-M optimum otherwise (rope bm=4/128 threads, add_ln the defaults).
-    "rope": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=128),),
-    "add_ln": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=32),),
-    # Attention: 64-row query blocks give few-token plans twice the thread blocks (1 x 128 tokens: 32)
-    "attn_full": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (dict(bm=128, bn=128, stages=2, threads=256),),
-    "attn_window": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (dict(bm=128, bn=64, stages=2, threads=256),),
-}
-
-
-TILE_KEYS = ("bm", "bn", "bk", "stages", "threads")  # a kernel request's tuned tile; without them, its defaults
 FEATURES_WIDTH = 64  # option columns the decision step's features kernel is built for up front (wider: on need)
-
-
-def m_class(tokens: int) -> int:
-    """Index into M_CLASSES (and the GPU_TILES rows) of a plan with `tokens` token rows."""
-    return next(i for i, bound in enumerate(M_CLASSES) if bound is None or tokens <= bound)
-
-
 DEFAULT_WARMUP_SHAPES = ((1, 64, 3), (1, 128, 3), (4, 128, 5))
-
-
-def bucket_packed(tokens: int) -> int:
-    """Packed row counts: multiples of 16 up to 128, then eight steps per octave (<= 12.5% dummies)."""
-    if tokens <= 128:
-        return max(16, -(-tokens // 16) * 16)
-    step = 1 << (tokens.bit_length() - 4)
-    return -(-tokens // step) * step
-
-
-@dataclass(frozen=True)
-class Plan:
-    """One padded geometry: a CUDA graph and its static buffers exist per plan."""
-
-    packed: bool
-    rows: int  # B: batch rows, a power of two
-    length: int  # L: padded tokens per row (dense; 0 for packed plans)
-    tokens: int  # M: token rows through the GEMMs (B * L dense, bucketed real count packed)
-
-
-def _staged(size: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-    """(int32 device buffer, its host twin, a numpy view of the twin): the twin is pinned on CUDA, so the
-    copy between them is asynchronous."""
-    host = torch.zeros(size, dtype=torch.int32, pin_memory=device.type == "cuda")
-    return torch.zeros(size, dtype=torch.int32, device=device), host, host.numpy()
-
-
-class _Slot:
-    """Static inputs of one plan (the encoder's CUDA graph reads these addresses), its captured graph,
-    and the decision steps (``_Head``) of the marker counts its requests had.
-
-    The inputs are views of one int32 device buffer, ``static`` =
-    [ids | types | positions | lens | starts | blocks], with a host twin ``host`` of the same layout
-    (pinned on CUDA) that each request is written into and copied from in one asynchronous copy.  The lock
-    and the end-of-request synchronisation keep the host from rewriting ``host`` while that copy reads it.
-
-    ``blocks`` (packed plans only; empty for dense ones) is the varlen attention kernels' block table for
-    query blocks of ``bm`` rows, the bm of every varlen kernel of the plan's token-row class.  Sequences
-    of n_b tokens need sum ceil(n_b / bm) <= ceil(M / bm) + B entries (each wastes at most one partial
-    block); entries past the request's are -1 (no work), which a graph replay launches as no-op blocks.
-    """
-
-    def __init__(self, plan: Plan, device: torch.device, bm: int | None = None):
-        m, b = plan.tokens, plan.rows
-        nb = -(-m // bm) + b if plan.packed else 0
-        self.bm = bm
-        self.static, self.host, h = _staged(3 * m + 2 * b + nb, device)
-        self.ids, self.types, self.positions = self.static[:m], self.static[m:2 * m], self.static[2 * m:3 * m]
-        self.lens = self.static[3 * m:3 * m + b]  # tokens of each sequence (0: an empty bucket row)
-        self.starts = self.static[3 * m + b:3 * m + 2 * b]  # first token row of each sequence (attention, gathers)
-        self.blocks = self.static[3 * m + 2 * b:]  # packed attention's query blocks (K.varlen_blocks)
-        self.host_ids, self.host_types, self.host_positions = h[:m], h[m:2 * m], h[2 * m:3 * m]
-        self.host_lens, self.host_starts = h[3 * m:3 * m + b], h[3 * m + b:3 * m + 2 * b]
-        self.host_blocks = h[3 * m + 2 * b:]
-        self.host_blocks.fill(-1)
-        if not plan.packed:  # a dense row r starts at r * L whatever the request
-            self.host_starts[:] = np.arange(b) * plan.length
-        self.graph: Any = None
-        self.out: torch.Tensor | None = None  # the graph's head output rows [M, d] fp32
-        self.runs = 0  # eager runs so far (before the capture)
-        self.heads: dict[int, _Head] = {}
-
-
-class _Head:
-    """The decision step of one plan for requests of k marker columns: the gather index of each bucket
-    row's CLS and marker token rows and the marker mask (static, with a pinned host twin like
-    ``_Slot``), its captured graph, and ``result`` = [logits B x k | act logits B x n_act] fp32 on the
-    host, which the step's output is copied into.  Bucket rows beyond the request's are dummies (index 0,
-    no live marker) and are cut off after the copy."""
-
-    def __init__(self, plan: Plan, k: int, n_act: int, device: torch.device):
-        b = plan.rows
-        self.static, self.host, h = _staged(b * (k + 1) + b * k, device)
-        self.index = self.static[:b * (k + 1)]
-        self.live = self.static[b * (k + 1):].view(b, k)
-        self.host_index, self.host_live = h[:b * (k + 1)].reshape(b, k + 1), h[b * (k + 1):].reshape(b, k)
-        self.result = torch.zeros(b * (k + n_act), dtype=torch.float32, pin_memory=device.type == "cuda")
-        self.host_result = self.result.numpy()
-        self.graph: Any = None
-        self.out: torch.Tensor | None = None  # the graph's output (what `result` is copied from)
-
-
-class _Linear:
-    """A GEMM operand: 16-bit weight [N, K] once, fp32 bias (zeros when the layer has none)."""
-
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype):
-        self.w = weight.detach().to(dtype).contiguous()
-        self.b = (bias.detach().float() if bias is not None else
-                  torch.zeros(weight.shape[0], device=weight.device)).contiguous()
-        self.has_bias = bias is not None
-
-
-class _Norm:
-    def __init__(self, norm: torch.nn.LayerNorm):
-        self.w = norm.weight.detach().float().contiguous()
-        self.b = (norm.bias.detach().float() if norm.bias is not None else torch.zeros_like(self.w)).contiguous()
-        self.has_bias = norm.bias is not None
-        self.eps = float(norm.eps)
-
-
-def _linears_in(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
-    """A copy of `module` whose nn.Linear weights and biases are in `dtype` (other layers unchanged)."""
-    module = copy.deepcopy(module)
-    for child in module.modules():
-        if isinstance(child, torch.nn.Linear):
-            child.to(dtype)
-    return module
 
 
 class FastLaya:
@@ -261,7 +105,7 @@ class FastLaya:
         self.window = int(getattr(config, "sliding_window", None) or config.local_attention // 2)
         self._lock = threading.RLock()
         self._features_lock = threading.Lock()  # one build per features width (see _features)
-        self._slots: dict[Plan, _Slot] = {}
+        self._slots: dict[Plan, PlanSlot] = {}
         self._pool = None
         self.captures = 0
         self.capture_after = CAPTURE_AFTER if self.use_graphs else 1
@@ -276,7 +120,7 @@ class FastLaya:
         dt, enc = self.dtype, model.encoder
         # fp16 holds the published (fp16) embedding table losslessly; gathered rows are upcast to fp32.
         self.emb = enc.embeddings.tok_embeddings.weight.detach().to(torch.float32 if self.cpu else torch.float16)
-        self.emb_norm = _Norm(enc.embeddings.norm)
+        self.emb_norm = NormWeight(enc.embeddings.norm)
         self.layers = []
         types = list(getattr(config, "layer_types", None) or [])
         for i, layer in enumerate(enc.layers):
@@ -284,27 +128,27 @@ class FastLaya:
             kind = types[i] if types else ("full_attention" if i % config.global_attn_every_n_layers == 0
                                            else "sliding_attention")
             self.layers.append(dict(
-                qkv=_Linear(layer.attn.Wqkv.weight, layer.attn.Wqkv.bias, dt),
-                o=_Linear(layer.attn.Wo.weight, layer.attn.Wo.bias, dt),
-                up=_Linear(layer.mlp.Wi.weight, None, dt),
-                down=_Linear(layer.mlp.Wo.weight, None, dt),
-                mlp_norm=_Norm(layer.mlp_norm), next_norm=_Norm(nxt), kind=kind,
+                qkv=GemmWeight(layer.attn.Wqkv.weight, layer.attn.Wqkv.bias, dt),
+                o=GemmWeight(layer.attn.Wo.weight, layer.attn.Wo.bias, dt),
+                up=GemmWeight(layer.mlp.Wi.weight, None, dt),
+                down=GemmWeight(layer.mlp.Wo.weight, None, dt),
+                mlp_norm=NormWeight(layer.mlp_norm), next_norm=NormWeight(nxt), kind=kind,
                 window=self.window if kind == "sliding_attention" else 0))
         self.head = []
         for layer in (model.head.layers if model.head is not None else ()):
             attn = layer.self_attn
             self.head.append(dict(
-                qkv=_Linear(attn.in_proj_weight, attn.in_proj_bias, dt),
-                o=_Linear(attn.out_proj.weight, attn.out_proj.bias, dt),
-                ffn1=_Linear(layer.linear1.weight, layer.linear1.bias, dt),
-                ffn2=_Linear(layer.linear2.weight, layer.linear2.bias, dt),
-                norm1=_Norm(layer.norm1), norm2=_Norm(layer.norm2)))
+                qkv=GemmWeight(attn.in_proj_weight, attn.in_proj_bias, dt),
+                o=GemmWeight(attn.out_proj.weight, attn.out_proj.bias, dt),
+                ffn1=GemmWeight(layer.linear1.weight, layer.linear1.bias, dt),
+                ffn2=GemmWeight(layer.linear2.weight, layer.linear2.bias, dt),
+                norm1=NormWeight(layer.norm1), norm2=NormWeight(layer.norm2)))
         self.type_emb = model.type_emb.weight.detach().float().contiguous()
         # The decision step's Linears in 16 bits once: under autocast they would cast their fp32 weights
         # on every replay (cast kernels in the graph) to the same 16-bit numbers.  LayerNorm keeps fp32,
         # as autocast runs it.
         self.decider = model if self.cpu else SimpleNamespace(
-            scorer=_linears_in(model.scorer, dt), act_head=_linears_in(model.act_head, dt))
+            scorer=linears_in(model.scorer, dt), act_head=linears_in(model.act_head, dt))
         self.ffn = enc.layers[0].mlp.Wo.weight.shape[1]
 
     def _rope_tables(self, encoder, config) -> None:
@@ -320,93 +164,98 @@ class FastLaya:
 
     def _build_kernels(self) -> None:
         """One kernel set per token-row class: ``self.sets[c][name]``, each GEMM with its split-K factor
-        (0: plain).  Classes whose tiles agree share one compiled kernel (the factories cache by arguments).
-        The CPU specialisation keeps the kernels' default tiles but the table's split-K factors, so that
-        its tests run the same composition as the GPU."""
-        d, f = self.d, self.ffn
+        (0: plain).  Classes whose tiles agree share one compiled kernel (the factories cache by arguments)."""
         dt = "float32" if self.cpu else {torch.bfloat16: "bfloat16", torch.float16: "float16"}[self.dtype]
         self.kernel_dtype = dt
-        ln_eps = self.layers[0]["mlp_norm"].eps if self.layers else 1e-5
-        norm_bias = self.layers[0]["mlp_norm"].has_bias if self.layers else False
-        enc_bias = self.layers[0]["qkv"].has_bias if self.layers else False
-        head_eps = self.head[0]["norm1"].eps if self.head else 1e-5
         windows = sorted({layer["window"] for layer in self.layers})
-
-        def tiles(kind: str, c: int) -> dict:
-            cfg = dict(GPU_TILES[kind][c])
-            if self.cpu:  # the kernels' default tiles, the table's split-K factor
-                return {"splits": cfg["splits"]} if cfg.get("splits") else {}
-            return cfg
-
         requests: dict[Any, tuple] = {}
         splits: dict[Any, int] = {}
         for c in range(len(M_CLASSES)):
-            for name, kind, n, k, bias, act in (
-                    ("qkv", "wide", 3 * d, d, enc_bias, "none"), ("o", "o", d, d, enc_bias, "none"),
-                    ("down", "down", d, f, False, "none"), ("h_qkv", "wide", 3 * d, d, True, "none"),
-                    ("h_o", "narrow", d, d, True, "none"), ("h_ffn1", "wide", 4 * d, d, True, "relu"),
-                    ("h_ffn2", "narrow", d, 4 * d, True, "none")):
-                cfg = tiles(kind, c)
-                splits[(name, c)] = cfg.pop("splits", 0)
-                requests[(name, c)] = ((K.gemm_splitk_kernel, (n, k, splits[(name, c)]), dict(bias=bias, **cfg))
-                                       if splits[(name, c)] else
-                                       (K.gemm_kernel, (n, k), dict(bias=bias, act=act, **cfg)))
-            geglu = tiles("geglu", c)
-            geglu.pop("splits", None)
-            requests[("up", c)] = (K.gemm_geglu_kernel, (f, d), geglu)
-            # each residual GEMM's add + LayerNorm sums that GEMM's partials
-            for name, gemm, residual, bias, eps in (("ln_o", "o", True, norm_bias, ln_eps),
-                                                    ("ln_down", "down", True, norm_bias, ln_eps),
-                                                    ("h_ln", None, False, True, head_eps),
-                                                    ("h_add_ln", "h_o", True, True, head_eps)):
-                requests[(name, c)] = (K.add_ln_kernel, (d,), dict(
-                    residual=residual, bias=bias, eps=eps, splits=splits.get((gemm, c), 0), **tiles("add_ln", c)))
-            for name, factory in (("rope", K.rope_kernel), ("rope_at", K.rope_positions_kernel)):
-                requests[(name, c)] = (factory, (self.heads, self.dh), tiles("rope", c))
-            for window in windows:
-                attn = tiles("attn_window" if window else "attn_full", c)
-                requests[(("attn", window), c)] = (K.attn_kernel, (None, None, self.heads, self.dh),
-                                                   dict(window=window, **attn))
-                # packed plans: attention over sequences found by (start, length)
-                requests[(("attn_varlen", window), c)] = (K.attn_varlen_kernel, (self.max_len, self.heads, self.dh),
-                                                          dict(window=window, **attn))
-            attn = tiles("attn_full", c)
-            requests[("h_attn", c)] = (K.attn_kernel, (None, None, self.head_heads, HEAD_DH), dict(window=0, **attn))
-            requests[("h_attn_varlen", c)] = (K.attn_varlen_kernel, (self.max_len, self.head_heads, HEAD_DH),
-                                              dict(window=0, **attn))
+            self._gemm_requests(c, requests, splits)
+            self._row_requests(c, windows, requests, splits)
         requests[("features", None)] = self._features_request(FEATURES_WIDTH)  # one for every class
         for _, _, kwargs in requests.values():
             kwargs["dtype"] = dt
         start = time.perf_counter()
         kernels = self._compile(requests)
-        # Packed attention's block table (filled per request by _fill) is built for one query-block size
-        # bm per class, so the class's varlen kernels (encoder full/windowed, head) must agree on it.  Read
-        # bm from the arguments each was compiled with (a tuned tile may have fallen back to the defaults)
-        # and, where they differ, compile all of them with the default tiles.
-        varlen = [("attn_varlen", window) for window in windows] + ["h_attn_varlen"]
-        self.attn_bm = []
-        for c in range(len(M_CLASSES)):
-            bms = {self._bm_of(requests[(name, c)]) for name in varlen}
-            if len(bms) > 1:
-                self._log(f"class {c}: varlen attention tiles disagree on bm {sorted(bms)}; default tiles")
-                for name in varlen:
-                    for t in TILE_KEYS:
-                        requests[(name, c)][2].pop(t, None)
-                kernels.update(self._compile({(name, c): requests[(name, c)] for name in varlen}))
-                bms = {self._bm_of(requests[(name, c)]) for name in varlen}
-            (bm,) = bms
-            self.attn_bm.append(bm)
+        self.attn_bm = [self._varlen_bm(c, windows, requests, kernels) for c in range(len(M_CLASSES))]
         self.compile_s = time.perf_counter() - start
         self.sets = [{name: kernels[(name, c)] for name, cc in requests if cc == c} for c in range(len(M_CLASSES))]
         self.features = {FEATURES_WIDTH: kernels[("features", None)]}
         self.splits = [{name: splits[(name, c)] for name, cc in splits if cc == c} for c in range(len(M_CLASSES))]
         self._log(f"compiled {len({id(k) for k in kernels.values()})} kernels in {self.compile_s:.1f} s")
 
+    def _tiles(self, kind: str, c: int) -> dict:
+        """The table's tile of `kind` for class `c`; the CPU specialisation keeps the kernels' default tiles
+        but the table's split-K factor, so that its tests run the same composition as the GPU."""
+        cfg = dict(GPU_TILES[kind][c])
+        if self.cpu:
+            return {"splits": cfg["splits"]} if cfg.get("splits") else {}
+        return cfg
+
+    def _gemm_requests(self, c: int, requests: dict, splits: dict) -> None:
+        d, f = self.d, self.ffn
+        enc_bias = self.layers[0]["qkv"].has_bias if self.layers else False
+        for name, kind, n, k, bias, act in (
+                ("qkv", "wide", 3 * d, d, enc_bias, "none"), ("o", "o", d, d, enc_bias, "none"),
+                ("down", "down", d, f, False, "none"), ("h_qkv", "wide", 3 * d, d, True, "none"),
+                ("h_o", "narrow", d, d, True, "none"), ("h_ffn1", "wide", 4 * d, d, True, "relu"),
+                ("h_ffn2", "narrow", d, 4 * d, True, "none")):
+            cfg = self._tiles(kind, c)
+            splits[(name, c)] = cfg.pop("splits", 0)
+            requests[(name, c)] = ((K.gemm_splitk_kernel, (n, k, splits[(name, c)]), dict(bias=bias, **cfg))
+                                   if splits[(name, c)] else (K.gemm_kernel, (n, k), dict(bias=bias, act=act, **cfg)))
+        geglu = self._tiles("geglu", c)
+        geglu.pop("splits", None)
+        requests[("up", c)] = (K.gemm_geglu_kernel, (f, d), geglu)
+
+    def _row_requests(self, c: int, windows: list, requests: dict, splits: dict) -> None:
+        """add + LayerNorm (each summing its residual GEMM's partials), RoPE and attention of class `c`."""
+        d = self.d
+        ln_eps = self.layers[0]["mlp_norm"].eps if self.layers else 1e-5
+        norm_bias = self.layers[0]["mlp_norm"].has_bias if self.layers else False
+        head_eps = self.head[0]["norm1"].eps if self.head else 1e-5
+        for name, gemm, residual, bias, eps in (("ln_o", "o", True, norm_bias, ln_eps),
+                                                ("ln_down", "down", True, norm_bias, ln_eps),
+                                                ("h_ln", None, False, True, head_eps),
+                                                ("h_add_ln", "h_o", True, True, head_eps)):
+            requests[(name, c)] = (K.add_ln_kernel, (d,), dict(
+                residual=residual, bias=bias, eps=eps, splits=splits.get((gemm, c), 0), **self._tiles("add_ln", c)))
+        for name, factory in (("rope", K.rope_kernel), ("rope_at", K.rope_positions_kernel)):
+            requests[(name, c)] = (factory, (self.heads, self.dh), self._tiles("rope", c))
+        for window in windows:
+            attn = self._tiles("attn_window" if window else "attn_full", c)
+            requests[(("attn", window), c)] = (K.attn_kernel, (None, None, self.heads, self.dh),
+                                               dict(window=window, **attn))
+            # packed plans: attention over sequences found by (start, length)
+            requests[(("attn_varlen", window), c)] = (K.attn_varlen_kernel, (self.max_len, self.heads, self.dh),
+                                                      dict(window=window, **attn))
+        attn = self._tiles("attn_full", c)
+        requests[("h_attn", c)] = (K.attn_kernel, (None, None, self.head_heads, HEAD_DH), dict(window=0, **attn))
+        requests[("h_attn_varlen", c)] = (K.attn_varlen_kernel, (self.max_len, self.head_heads, HEAD_DH),
+                                          dict(window=0, **attn))
+
+    def _varlen_bm(self, c: int, windows: list, requests: dict, kernels: dict) -> int:
+        """The one query-block size of class `c`'s varlen attention kernels (packed attention's block table
+        is built for one bm).  Read from the arguments each was compiled with (a tuned tile may have fallen
+        back to the defaults); where they differ, all of them are recompiled with the default tiles."""
+        varlen = [("attn_varlen", window) for window in windows] + ["h_attn_varlen"]
+        bms = {self._bm_of(requests[(name, c)]) for name in varlen}
+        if len(bms) > 1:
+            self._log(f"class {c}: varlen attention tiles disagree on bm {sorted(bms)}; default tiles")
+            for name in varlen:
+                for t in TILE_KEYS:
+                    requests[(name, c)][2].pop(t, None)
+            kernels.update(self._compile({(name, c): requests[(name, c)] for name in varlen}))
+            bms = {self._bm_of(requests[(name, c)]) for name in varlen}
+        (bm,) = bms
+        return bm
+
     @staticmethod
     def _bm_of(request: tuple) -> int:
         """The query-block size of an attention request (factory, args, kwargs), defaults applied."""
         factory, args, kwargs = request
-        return dict(factory._key_of(args, kwargs)[0])["bm"]
+        return dict(factory.key_of(args, kwargs)[0])["bm"]
 
     def _compile(self, requests: dict) -> dict:
         if self.cpu:
@@ -445,18 +294,18 @@ class FastLaya:
                 return Plan(True, b, 0, real)  # packed rows need no padded length: one plan per (B, M)
         return Plan(False, b, width, b * width)
 
-    def _slot(self, plan: Plan) -> _Slot:
+    def _slot(self, plan: Plan) -> PlanSlot:
         slot = self._slots.get(plan)
         if slot is None:
             # packed plans: the block table of the bm that _body's class for this plan uses (see _body)
             bm = self.attn_bm[m_class(plan.tokens)] if plan.packed else None
-            slot = self._slots[plan] = _Slot(plan, self.device, bm)
+            slot = self._slots[plan] = PlanSlot(plan, self.device, bm)
         return slot
 
-    def _head(self, plan: Plan, slot: _Slot, k: int) -> _Head:
+    def _head(self, plan: Plan, slot: PlanSlot, k: int) -> DecisionStep:
         head = slot.heads.get(k)
         if head is None:
-            head = slot.heads[k] = _Head(plan, k, self.n_act, self.device)
+            head = slot.heads[k] = DecisionStep(plan, k, self.n_act, self.device)
         return head
 
     # ---- the forward -------------------------------------------------------------------------------
@@ -484,7 +333,7 @@ class FastLaya:
             act = result[b * k:].reshape(b, self.n_act)[:n].copy()
         return torch.from_numpy(logits), torch.from_numpy(act)
 
-    def _fill(self, plan: Plan, slot: _Slot, head: _Head, ids: np.ndarray, lens: np.ndarray,
+    def _fill(self, plan: Plan, slot: PlanSlot, head: DecisionStep, ids: np.ndarray, lens: np.ndarray,
               markers: np.ndarray, live: np.ndarray, types: np.ndarray) -> tuple[int, int, int]:
         """Write this request into the host twins of the plan's static inputs and of its head's gather
         index and marker mask, and return its extent (token rows, sequence rows, block-table entries):
@@ -533,7 +382,7 @@ class FastLaya:
         marker_live[n:] = 0
         return extent
 
-    def _run(self, plan: Plan, slot: _Slot, head: _Head, extent: tuple[int, int, int]) -> None:
+    def _run(self, plan: Plan, slot: PlanSlot, head: DecisionStep, extent: tuple[int, int, int]) -> None:
         """Copy the request in, run the encoder then the decision step (replayed from their graphs once
         captured), copy both outputs into head.result and wait for them.  A graph computes the whole
         plan; an eager run computes only the request's `extent` (from `_fill`), so the bucket's dummy
@@ -580,7 +429,7 @@ class FastLaya:
             out = run()
         return graph, out
 
-    def _decide(self, hidden: torch.Tensor, head: _Head) -> torch.Tensor:
+    def _decide(self, hidden: torch.Tensor, head: DecisionStep) -> torch.Tensor:
         """Scorer and act head on each bucket row's CLS and marker rows of `hidden`, as the eager model
         under the agent's autocast (`model.decide`): [logits B x k | act logits B x n_act] fp32.  The
         masking, the confidence features and the act head's input between the two are one kernel: in torch
@@ -614,7 +463,7 @@ class FastLaya:
         """The (factory, args, kwargs) compile request of the features kernel `width` columns wide."""
         return K.decide_features_kernel, (self.d,), dict(width=width, dtype=self.kernel_dtype)
 
-    def _body(self, plan: Plan, slot: _Slot, extent: tuple[int, int, int] | None = None) -> torch.Tensor:
+    def _body(self, plan: Plan, slot: PlanSlot, extent: tuple[int, int, int] | None = None) -> torch.Tensor:
         """Encoder and decision head over the leading `extent` = (token rows m, sequence rows b, block-table
         entries nb) of the plan's buffers (None: all of them, as a graph captures): the fp32 head output
         rows [m, d]."""
@@ -630,7 +479,7 @@ class FastLaya:
             slot.lens[:b], slot.starts[:b]
         inputs = (positions, lens, starts, slot.blocks[:nb])
 
-        def gemm(name: str, a: torch.Tensor, lin: _Linear) -> torch.Tensor:
+        def gemm(name: str, a: torch.Tensor, lin: GemmWeight) -> torch.Tensor:
             return self._gemm(ks[name], self.splits[c][name], a, lin)
 
         x = F.layer_norm(F.embedding(ids, self.emb).float(), (d,), self.emb_norm.w,
@@ -658,7 +507,7 @@ class FastLaya:
             x.add_(gemm("h_ffn2", f1, layer["ffn2"]))
         return x
 
-    def _gemm(self, kernel, splits: int, a: torch.Tensor, lin: _Linear) -> torch.Tensor:
+    def _gemm(self, kernel, splits: int, a: torch.Tensor, lin: GemmWeight) -> torch.Tensor:
         """A @ W^T (+ b) in 16 bits [M, N], or with split-K (splits > 0) its fp32 partials [splits, M, N]
         for the add_ln kernel compiled with the same factor."""
         if splits:
@@ -668,7 +517,7 @@ class FastLaya:
         kernel(a, lin.w, lin.b, out)
         return out
 
-    def _add_ln(self, kernel, x: torch.Tensor, residual: torch.Tensor | None, norm: _Norm) -> torch.Tensor:
+    def _add_ln(self, kernel, x: torch.Tensor, residual: torch.Tensor | None, norm: NormWeight) -> torch.Tensor:
         """x += residual (in place, fp32) then LayerNorm(x) in 16 bits; residual None = LayerNorm only."""
         y = torch.empty(x.shape, dtype=self.dtype, device=self.device)
         kernel(x, y if residual is None else residual, norm.w, norm.b, y)  # R is ignored without residual

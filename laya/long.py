@@ -24,7 +24,8 @@ from typing import Any
 from .hooks import as_hooks
 from .answers import positive_int
 from .questions import render_state
-from .sequence import encode, scrub_mask, state_room, tokenizer_view
+from .question_sets import checked_questions
+from .sequence import DEFAULT_HEAD_MAX_LEN, DEFAULT_MAX_LEN, encode, scrub_mask, state_room, tokenizer_view
 
 WINDOW_BATCH_CAP = 16  # windows answered per forward when the caller gives no batch_size
 MIN_DEFAULT_WINDOW = 64
@@ -109,7 +110,6 @@ def predict_long(predictor: Any, state: Any, questions: dict, window: int | None
                  **hook_kwargs: Any) -> dict:
     """Spec §2.6 for an Agent or ONNXAgent (`predictor`); hook_kwargs: hooks, on_predict_start,
     on_predict_end, hooks_raise, hooks_timeout (passed to the predict call)."""
-    from .pipeline import DEFAULT_HEAD_MAX_LEN, DEFAULT_MAX_LEN, checked_questions
 
     if aggregate != "auto":
         raise ValueError(f"predict_long: aggregate must be 'auto' (the deciding window per question), "

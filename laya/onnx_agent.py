@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from .answers import clamp_temperatures, resolve_lang_temperatures, softmax_rows
-from .backends.base import INPUT_NAMES
-from .backends.onnx import (CPU_EP, CUDA_EP, MIN_MARKERS, OUTPUT_NAMES, PREFIX, OnnxBackend, check_providers,  # noqa: F401
-                            create_session, default_threads)
+from .answers import softmax_rows
+from .backends.base import INPUT_NAMES  # noqa: F401 - published names of this module
+from .backends.onnx import (CPU_EP, CUDA_EP, MIN_MARKERS, OUTPUT_NAMES, PREFIX, OnnxBackend,  # noqa: F401
+                            check_providers, create_session, default_threads)
 from .checkpoint import file_sha256, load_config, load_tokenizer, parse_digest_env, resolve_checkpoint_dir, \
     verify_digests
 from .parallel_layout import eager_only
-from .pipeline import Predictor
+from .predictor import Predictor
 from .registry import BUNDLE_REPO
 from .sequence import Batch
 
@@ -90,14 +90,7 @@ class ONNXAgent(Predictor):
         self.tok = load_tokenizer(model_dir, self.cfg["encoder"])
         self._positions = self._read_max_positions(model_dir)
 
-        self.temperature_raw = self.cfg.get("temperature", [1.0, 1.0, 1.0])
-        self.temperature_by_options_raw = self.cfg.get("temperature_by_options", {})
-        self.temperature, self.temperature_by_options = clamp_temperatures(
-            self.temperature_raw, self.temperature_by_options_raw, prefix=PREFIX)
-        self.binning_map = None
-        self.lang_temperatures = resolve_lang_temperatures(lang_temperatures, self.temperature, prefix=PREFIX)
-        if calibration is not None:
-            self.load_calibration(calibration)
+        self._setup_calibration(lang_temperatures, calibration, prefix=PREFIX)
 
         self.threads = threads
         self.forward_backend = OnnxBackend(self, self.onnx_path, providers=providers, threads=threads)

@@ -24,6 +24,7 @@ OPTION_TOKEN_CAP = 48  # tokens of one option text before its [MASK] is prepende
 MIN_INSTRUCTION_BUDGET = 16  # below this many free head tokens, option spans are squeezed
 MIN_TOKENS_PER_OPTION = 4
 MIN_INSTRUCTION_TOKENS = 8
+DEFAULT_MAX_LEN = 512  # tokens of one row when the checkpoint config names none
 DEFAULT_HEAD_MAX_LEN = 192
 HEAD_CACHE_SIZE = 4096  # question heads kept per tokenizer (agents ask the same questions again and again)
 

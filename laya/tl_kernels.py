@@ -250,7 +250,7 @@ def _kernel_factory(build):
 
     factory.get_tir = build
     factory.cache_clear = cache.clear
-    factory._key_of = key_of
+    factory.key_of = key_of  # (args, kwargs) -> the build key with defaults applied, and the cpu flag
     factory._cache = cache
     return factory
 
@@ -267,7 +267,7 @@ def compile_many(requests, num_workers=None):
     requests = [(f, tuple(a), dict(kw)) for f, a, kw in requests]
     todo, seen = [], set()
     for f, a, kw in requests:
-        key, cpu = f._key_of(a, kw)
+        key, cpu = f.key_of(a, kw)
         if cpu:
             raise ValueError("compile_many is for GPU kernels; use compile_cpu for the CPU ones")
         if key not in f._cache and (f, key) not in seen:

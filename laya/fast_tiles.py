@@ -1,0 +1,60 @@
+"""The fast path's tile table: which GEMM, attention and row-kernel tiles each token-row class uses."""
+
+from __future__ import annotations
+
+
+def _t(bm, bn, bk, stages, threads, splits=0):
+    return dict(bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, splits=splits)
+
+
+# Tiles per token-row class: a plan of M rows uses the first class whose bound holds M.  Measured on the
+# H200 at ModernBERT-large shapes, each GEMM timed inside a CUDA graph with its weights streamed from HBM
+# (benchmarks/bench_tiles.py -> small_gemm_h200_2026-11-29.json, tiles_large_h200_2026-11-29.json: the
+# large-M entries are within 1% of the best tried there; at M=90112, tiles_90112_h200_2026-11-30.json,
+# QKV is 11% behind cuBLAS, GEGLU 21% behind cuBLAS's plain GEMM, the d-wide outputs with their add_ln
+# 5-6% behind cuBLAS + the same add_ln).  Few rows are bandwidth- and launch-bound: narrow
+# tiles, and for the d-wide residual GEMMs split-K (splits > 0), whose fp32 partials the following
+# residual-add + LayerNorm sums, so it costs no extra kernel.
+M_CLASSES = (32, 64, 128, 256, 512, 1024, 2048, None)
+GPU_TILES = {
+    # N >= 3d: the encoder's and the head's QKV, the head's 4d-wide first FFN layer
+    "wide": (_t(16, 64, 128, 4, 128), _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
+             _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256), _t(128, 256, 64, 3, 256),
+             _t(128, 256, 64, 4, 256)),
+    "geglu": (_t(16, 64, 128, 3, 128), _t(64, 32, 128, 2, 128), _t(128, 32, 128, 2, 128), _t(128, 64, 64, 3, 256),
+              _t(128, 128, 64, 3, 256), _t(128, 128, 64, 3, 256), _t(128, 128, 64, 3, 256),
+              _t(128, 128, 64, 3, 256)),
+    # N = d without split-K: the head's output projections (their output is not summed by add_ln alone)
+    "narrow": (_t(64, 32, 128, 3, 128),) * 4 + (_t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
+                                                _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
+    # the encoder's attention output (K = d) and MLP down-projection (K = ffn), summed by add_ln
+    "o": (_t(16, 64, 128, 4, 128, splits=4), _t(32, 64, 128, 4, 128, splits=4), _t(32, 64, 128, 4, 128, splits=2),
+          _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128), _t(128, 128, 64, 3, 256),
+          _t(128, 256, 64, 3, 256)),
+    "down": (_t(16, 64, 128, 4, 128, splits=8), _t(32, 64, 128, 4, 128, splits=4), _t(64, 64, 128, 3, 128, splits=4),
+             _t(64, 64, 128, 3, 128, splits=2), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
+             _t(128, 128, 64, 3, 256), _t(128, 256, 64, 3, 256)),
+    # Row-wise kernels: one row per block for few rows (latency: more blocks, fewer serial steps per
+    # thread); the measured large-M optimum otherwise (rope bm=4/128 threads, add_ln the defaults).
+    "rope": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=128),),
+    "add_ln": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=32),),
+    # Attention: 64-row query blocks give few-token plans twice the thread blocks (1 x 128 tokens: 32)
+    "attn_full": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (dict(bm=128, bn=128, stages=2, threads=256),),
+    "attn_window": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (dict(bm=128, bn=64, stages=2, threads=256),),
+}
+
+
+TILE_KEYS = ("bm", "bn", "bk", "stages", "threads")  # a kernel request's tuned tile; without them, its defaults
+
+
+def m_class(tokens: int) -> int:
+    """Index into M_CLASSES (and the GPU_TILES rows) of a plan with `tokens` token rows."""
+    return next(i for i, bound in enumerate(M_CLASSES) if bound is None or tokens <= bound)
+
+
+def bucket_packed(tokens: int) -> int:
+    """Packed row counts: multiples of 16 up to 128, then eight steps per octave (<= 12.5% dummies)."""
+    if tokens <= 128:
+        return max(16, -(-tokens // 16) * 16)
+    step = 1 << (tokens.bit_length() - 4)
+    return -(-tokens // step) * step
