@@ -5,7 +5,7 @@
         [--rate-dps 1000 --rate-clients 128] [--max-requests 3000] [--max-seconds 12] [--time-budget-s 330]
         [--checkpoint-dir DIR] [--out PATH]
 
-For each (shape, backend, batching) the server runs as its own process (uvicorn, `python -m laya.serve.main`) on
+For each (shape, backend, batching) the server runs as its own process (uvicorn, `python -m laya.serve`) on
 a random checkpoint of scripts/make_checkpoint.py (built in a temporary directory unless --checkpoint-dir holds
 one). Two kinds of cell:
 
@@ -139,7 +139,7 @@ def get_json(port: int, path: str, timeout: float = 5.0) -> dict:
 
 def start_server(checkpoint: str, port: int, backend: str, batching: bool, args: argparse.Namespace,
                  log_path: str, ready_timeout: float) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "laya.serve.main", "--host", "127.0.0.1", "--port", str(port),
+    cmd = [sys.executable, "-m", "laya.serve", "--host", "127.0.0.1", "--port", str(port),
            "--threads", str(args.server_threads), "--backend", backend,
            "--model", f"bench={checkpoint}", "--default-model", "bench", "--models", "bench", "--device", args.device,
            "--max-concurrent", str(args.server_max_concurrent), "--max-queue-rows", "100000", "--log-level", "warning",
