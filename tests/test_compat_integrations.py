@@ -601,3 +601,12 @@ def test_tool_selector_low_confidence_and_malformed():
         I.LayaToolSelector([search], confidence_threshold=1.5)
     with pytest.raises(ValueError, match=r"^No tools provided to LayaToolSelector\.$"):
         I.LayaToolSelector(agent=Scripted()).select("x")
+
+
+def test_score_violation_without_probabilities_uses_the_level_count():
+    q = {"harm": {"type": "score", "instructions": "How harmful?", "criteria": ["none", "low", "high", "severe"]}}
+    runner = Scripted({"harm": {"type": "score", "score": 2.0, "confidence": 0.9}})
+    with pytest.raises(I.LayaGuardrailError) as e:
+        I.LayaGuardrail(q, agent=runner).invoke("x")
+    assert e.value.violations == {"harm": {"score": 2.0, "probability": 0.6667, "confidence": 0.9}}
+    assert I.LayaTaskGuard(q, agent=runner, threshold=0.7).screen("x") == "x"

@@ -220,18 +220,24 @@ def check_threshold(value: Any, name: str = "threshold") -> float:
     return float(value)
 
 
-def _upper_mass(answer: dict) -> float | None:
+def _upper_mass(answer: dict, levels: int | None) -> float | None:
+    """P(level in the upper half: indices k//2 .. k-1), else score / (k - 1) without probabilities."""
     probs = answer.get("probabilities")
     values = list(probs.values()) if isinstance(probs, dict) else list(probs) if isinstance(probs, list) else []
     if values and all(is_number(v) for v in values):
         return float(sum(values[len(values) // 2:]))
-    score, levels = answer.get("score"), len(values) or answer.get("levels")
-    if is_number(score) and isinstance(levels, int) and levels > 1:
-        return float(score) / (levels - 1)
+    score, k = answer.get("score"), levels or len(values)
+    if is_number(score) and k and k > 1:
+        return float(score) / (k - 1)
     return None
 
 
-def violations(answers: dict, threshold: float) -> dict:
+def _levels(questions: dict | None, qid: str) -> int | None:
+    criteria = ((questions or {}).get(qid) or {}).get("criteria")
+    return len(criteria) if isinstance(criteria, (list, tuple)) else None
+
+
+def violations(answers: dict, threshold: float, questions: dict | None = None) -> dict:
     """Noul answers with P(true) >= threshold and score answers whose upper-half mass is >= threshold."""
     out = {}
     for qid, answer in answers.items():
@@ -241,7 +247,7 @@ def violations(answers: dict, threshold: float) -> dict:
         if kind == "noul" and is_number(answer.get("noul")) and answer["noul"] >= threshold:
             out[qid] = {"probability": answer["noul"], "confidence": confidence_of(answer)}
         elif kind == "score":
-            mass = _upper_mass(answer)
+            mass = _upper_mass(answer, _levels(questions, qid))
             if mass is not None and mass >= threshold:
                 out[qid] = {"score": answer.get("score"), "probability": round(mass, 4),
                             "confidence": confidence_of(answer)}

@@ -82,7 +82,7 @@ class LayaGuardrail(LayaRunnable):
         return self.questions if self.questions is not None else guard_questions()
 
     def _finish(self, input: Any, state: Any, result: dict) -> Any:  # noqa: A002
-        found = violations(result.get("answers") or {}, float(self.threshold))
+        found = violations(result.get("answers") or {}, float(self.threshold), self._questions())
         if self.action == "annotate":
             block = {"passed": not found, "violations": found, "answers": result.get("answers")}
             return {**input, "guardrails": block} if isinstance(input, dict) else {"input": input, "guardrails": block}

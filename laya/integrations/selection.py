@@ -98,8 +98,9 @@ class Screen(LayaControls):
         return self.questions if self.questions is not None else guard_questions()
 
     def _violations(self, state: Any) -> tuple[dict, dict]:
-        result = self._decide(state, self._guard_questions())
-        return violations(result["answers"], self.threshold), result
+        questions = self._guard_questions()
+        result = self._decide(state, questions)
+        return violations(result["answers"], self.threshold, questions), result
 
     def _raise(self, found: dict, result: dict) -> None:
         raise self.error_class(f"{self.error_prefix}: {list(found)}", found, result)

@@ -189,7 +189,7 @@ class RemoteRouter(Router):
     def predict_batch(self, requests: list, batch_size: int | None = None, hooks_timeout: float | None = None,
                       min_confidence: Any = None, sort_by_length: bool = False, *, hooks: Any = None,
                       on_predict_start: Any = None, on_predict_end: Any = None, hooks_raise: bool | None = None,
-                      diagnostics: dict | None = None, explain: bool = False) -> list[dict]:
+                      diagnostics: dict | None = None) -> list[dict]:
         """One `predict` per request (batch_size, sort_by_length and diagnostics do not apply here)."""
         from ..router.batch import check_requests
 
