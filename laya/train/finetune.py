@@ -1,0 +1,121 @@
+"""The published training entry points over our loop: finetune, dry_run and the small loaders they use."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from .config import TrainConfig, optimizer_updates
+
+
+def resolve_device(device: Any = "auto") -> Any:
+    """The training device: "auto" (any case) or None = CUDA when available, else the CPU."""
+    import torch
+
+    if device is None or (isinstance(device, str) and device.strip().lower() == "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device.strip() if isinstance(device, str) else device)
+
+
+def resolve_checkpoint_dir(model_id_or_path: str, token: str | None = None) -> str:
+    """A local checkpoint directory for a path or Hub id (downloaded when needed)."""
+    from ..checkpoint import resolve_checkpoint_dir as resolve
+
+    return resolve(model_id_or_path, token=token)[0]
+
+
+def load_checkpoint(model_dir: str) -> tuple:
+    """(model, tokenizer, cfg) of a laya checkpoint directory (or an encoder directory / "minilm" with a
+    fresh head), in float32 for training."""
+    from .loop import init_model
+
+    return init_model(model_dir)
+
+
+def _read_items(data: Any, config: TrainConfig) -> list:
+    from .data import load_examples
+
+    if not isinstance(data, str):
+        return list(data)
+    text_label = {"text_column": config.text_column, "label_column": config.label_column,
+                  "question_id": config.question_id, "smoothing": config.label_smoothing}
+    if config.instructions is not None:
+        text_label["instructions"] = config.instructions
+    from .data import is_text_label
+
+    if is_text_label(data, config.text_column != "text"):
+        return load_examples(data, **text_label)
+    return load_examples(data, smoothing=config.label_smoothing)
+
+
+def _rows_read(data: Any) -> int:
+    if not isinstance(data, str):
+        return len(list(data))
+    with open(data, encoding="utf-8") as f:
+        lines = sum(1 for line in f if line.strip())
+    return lines - 1 if data.lower().endswith(".csv") else lines  # a CSV's header is no row
+
+
+def _budgets(model_dir: str, config: TrainConfig) -> tuple[int, int]:
+    cfg: dict = {}
+    path = os.path.join(model_dir, "rl_agent_config.json") if isinstance(model_dir, str) else ""
+    if path and os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+    return (int(config.max_len or cfg.get("max_len", 256)), int(config.head_max_len or cfg.get("head_max_len", 128)))
+
+
+def dry_run(data: Any, model_dir: str, config: TrainConfig | None = None) -> dict:
+    """What a run on `data` would train, without loading the model."""
+    from .loop import split_calibration
+
+    config = (config or TrainConfig()).validate()
+    items = _read_items(data, config)
+    if config.eval_data:
+        train, calib = items, _read_items(config.eval_data, config)
+    else:
+        train, calib = split_calibration(items, config.calib_max, config.calib_frac, config.calib_seed)
+    max_len, head_max_len = _budgets(model_dir, config)
+    return {"data": data if isinstance(data, str) else None, "rows_read": _rows_read(data), "valid_items": len(items),
+            "train_items": len(train), "calibration_items": len(calib),
+            "effective_batch": config.micro_batch * config.grad_accum,
+            "optimizer_updates": config.max_steps or optimizer_updates(len(train), config.micro_batch,
+                                                                       config.grad_accum, config.epochs),
+            "skipped": {}, "max_len": max_len, "head_max_len": head_max_len}
+
+
+def _epoch_losses(output_dir: str) -> list[float]:
+    from .loop import LOG_FILE
+
+    by_epoch: dict = {}
+    path = os.path.join(output_dir, LOG_FILE)
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                entry = json.loads(line)
+                by_epoch.setdefault(entry["epoch"], []).append(entry["loss"])
+    return [sum(v) / len(v) for _, v in sorted(by_epoch.items())]
+
+
+def finetune(data: Any, model_dir: str, output_dir: str, config: TrainConfig | None = None,
+             device: Any = "auto") -> dict:
+    """Train `model_dir` on `data`, calibrate on the held-out split (config.eval_data, else a slice) and
+    save the checkpoint to `output_dir`; returns the run's summary."""
+    import dataclasses
+
+    from .loop import train
+
+    config = dataclasses.replace(config or TrainConfig(), device=str(device) if device is not None else "auto")
+    items = _read_items(data, config)
+    calib = _read_items(config.eval_data, config) if config.eval_data else None
+    meta = train(items, base=model_dir, out_dir=output_dir, config=config, calib_data=calib)
+    with open(os.path.join(output_dir, "rl_agent_config.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    fit = meta["temperature_fit"]
+    return {"train_items": meta["train_examples"], "calibration_items": meta["calibration_examples"],
+            "eval_items": len(calib) if calib is not None else 0, "skipped": {},
+            "epoch_loss": _epoch_losses(output_dir), "temperature": saved.get("temperature"),
+            "temperature_by_options": saved.get("temperature_by_options", {}), "n_by_bucket": fit.get("n_by_bucket", {}),
+            "calibration": fit, "abstention_thresholds": (saved.get("training") or {}).get("abstention_thresholds", {}),
+            "train_report": meta, "output_dir": output_dir}

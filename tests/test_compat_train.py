@@ -1,0 +1,122 @@
+"""compat-0.4.15 §17: laya.train_cli and the published names of laya.train (R-TR-1, R-TR-3)."""
+
+import inspect
+import json
+import random
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import laya.train as T  # noqa: E402
+from laya.questions import check_question  # noqa: E402
+
+
+def test_train_cli_entry_point_and_flags(capsys):
+    import laya.train_cli
+
+    parser = laya.train_cli.build_parser()
+    args = parser.parse_args(["--data", "d.jsonl"])
+    assert args.base == "convaiinnovations/laya" and not args.dry_run
+    for flags, dest, value in ((["--eval-data", "e"], "eval_data", "e"), (["--output-dir", "o"], "out", "o"),
+                               (["--model", "m"], "base", "m"), (["--seed", "3"], "seed", 3)):
+        assert getattr(parser.parse_args(["--data", "d", *flags]), dest) == value
+    with pytest.raises(SystemExit) as e:
+        laya.train_cli.main([])
+    assert e.value.code == 2 and "--data" in capsys.readouterr().err
+
+
+def test_train_config_fields_and_validate():
+    c = T.TrainConfig()
+    assert (c.shuffle_options, c.option_layout, c.max_len, c.head_max_len, c.amp, c.gradient_checkpointing) == \
+        ((), None, None, None, None, None)
+    assert (c.log_every, c.label_smoothing, c.text_column, c.label_column, c.question_id, c.instructions,
+            c.eval_data, c.target_error, c.min_abstain_n) == (100, 0.0, "text", "label", "label", None, None, 0.1, 10)
+    assert (c.epochs, c.micro_batch, c.grad_accum, c.loss, c.calib_max, c.calib_frac, c.calib_seed) == \
+        (4, 8, 8, "rlcd", 400, 0.1, 20260922)
+    assert c.validate() is c
+    for bad in (dict(loss="mse"), dict(shuffle_options=("choice", "bogus")), dict(option_layout="diagonal"),
+                dict(epochs=0), dict(micro_batch=-1), dict(grad_accum=0), dict(calib_frac=1.0),
+                dict(calib_frac=-0.1)):
+        with pytest.raises(ValueError):
+            T.TrainConfig(**bad).validate()
+    assert T.LOSSES == ("soft-ce", "rlcd")
+    assert (T.CALIB_WARN_N, T.COLLAPSE_LOGIT_RANGE, T.COLLAPSE_CE_REL) == (50, 0.05, 0.02)
+
+
+def test_targets_and_questions():
+    q = T.to_internal("team", {"type": "choice", "instructions": "Which?", "criteria": ["a", "b"]})
+    assert q == check_question("team", {"type": "choice", "instructions": "Which?", "criteria": ["a", "b"]})
+    np.testing.assert_allclose(T.target_from_gold(q, {"probabilities": {"a": 3, "b": 1}}), [0.75, 0.25])
+    np.testing.assert_allclose(T.target_from_expected(q, "b", label_smoothing=0.2), [0.1, 0.9])
+    order = T.draw_option_order(T.Example("s", q, np.array([1.0, 0.0])), random.Random(0), ("choice",))
+    assert sorted(order) == [0, 1]
+    assert T.draw_option_order(T.Example("s", q, np.array([1.0, 0.0])), random.Random(0), ("noul",)) is None
+
+
+def test_read_jsonl_split_and_budget(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"a": 1}\n\n[2]\n')
+    assert T.read_jsonl(str(path)) == [{"a": 1}, [2]]
+    path.write_text("{bad\n")
+    with pytest.raises(ValueError, match="line 1"):
+        T.read_jsonl(str(path))
+    train, calib = T.split_calibration(list(range(100)), 400, 0.1, 7)
+    assert len(calib) == 10 and sorted(train + calib) == list(range(100))
+    assert T.split_calibration(list(range(100)), 400, 0.1, 7) == (train, calib)
+    assert len(T.split_calibration(list(range(100)), 3, 0.5, 7)[1]) == 3
+    assert T.optimizer_updates(130, 8, 8, 4) == 12 and T.optimizer_updates(1, 8, 8, 0.1) == 1
+    assert T.update_budget_message(10_000, T.TrainConfig()) is None
+    assert "optimizer updates" in T.update_budget_message(100, T.TrainConfig())
+
+
+def test_objectives_signatures():
+    assert list(inspect.signature(T.rlcd_loss).parameters)[:8] == ["logits", "target", "mask", "qtype", "sigma",
+                                                                   "samples", "w_sph", "w_rps"]
+    params = inspect.signature(T.rlcd_loss).parameters
+    assert (params["samples"].default, params["w_sph"].default, params["w_rps"].default) == (4, 0.75, 1.0)
+    assert T.sigma_at(0, 4, 0.4, 0.1) == pytest.approx(0.4) and T.sigma_at(3, 4, 0.4, 0.1) == pytest.approx(0.1)
+    assert T.sigma_at(0, 1) == pytest.approx(0.4)
+    assert T.resolve_device("AUTO").type in ("cpu", "cuda") and T.resolve_device("cpu").type == "cpu"
+
+
+def test_collapse_stats_and_message():
+    flat = [(0, np.zeros(3), np.array([1.0, 0.0, 0.0]), 3)] * 4
+    assert T.collapse_stats(flat)["mean_logit_range"] == 0.0
+    assert T.prior_collapse_message(flat).startswith("prior collapse")
+    sharp = [(0, np.array([5.0, 0.0, 0.0]), np.array([1.0, 0.0, 0.0]), 3)] * 4
+    assert T.prior_collapse_message(sharp) is None and T.prior_collapse_message([]) is None
+    notes = T.calibration_warnings(sharp)
+    assert notes == ["thin calibration: only 4 choice items (< 50); its temperature is a rough fit"]
+
+
+def test_dry_run_keys(tiny_checkpoint, tmp_path):
+    rows = [{"state": f"ticket {i}", "questions": {"urgent": {"type": "noul", "instructions": "Urgent?"}},
+             "expected": {"urgent": bool(i % 2)}} for i in range(30)]
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = T.dry_run(str(path), tiny_checkpoint)
+    assert set(out) == {"data", "rows_read", "valid_items", "train_items", "calibration_items", "effective_batch",
+                        "optimizer_updates", "skipped", "max_len", "head_max_len"}
+    assert (out["rows_read"], out["valid_items"], out["train_items"], out["calibration_items"]) == (30, 30, 27, 3)
+    assert out["effective_batch"] == 64 and out["optimizer_updates"] == 4
+    sig = inspect.signature(T.finetune)
+    assert list(sig.parameters) == ["data", "model_dir", "output_dir", "config", "device"]
+    assert sig.parameters["device"].default == "auto"
+
+
+def test_finetune_summary_keys(tiny_checkpoint, tmp_path):
+    rows = [{"state": f"ticket {i}", "questions": {"urgent": {"type": "noul", "instructions": "Urgent?"}},
+             "expected": {"urgent": bool(i % 2)}} for i in range(24)]
+    path = tmp_path / "data.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = T.TrainConfig(max_steps=2, micro_batch=4, grad_accum=1, calib_min_bucket_n=5, progress=False,
+                           max_len=128, head_max_len=96, amp="off", log_every=0)
+    with pytest.warns(RuntimeWarning):  # 2 calibration items: thin calibration
+        out = T.finetune(str(path), tiny_checkpoint, str(tmp_path / "run"), config, device="cpu")
+    assert set(out) == {"train_items", "calibration_items", "eval_items", "skipped", "epoch_loss", "temperature",
+                        "temperature_by_options", "n_by_bucket", "calibration", "abstention_thresholds",
+                        "train_report", "output_dir"}
+    assert (out["train_items"], out["calibration_items"], out["eval_items"]) == (22, 2, 0)
+    assert len(out["temperature"]) == 3 and len(out["epoch_loss"]) == 1 and out["output_dir"] == str(tmp_path / "run")
