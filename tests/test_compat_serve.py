@@ -356,6 +356,16 @@ def test_injected_router_without_predict_batch_gets_one_predict_per_state():
     assert router.calls == [("predict", s, {"model": None, "min_confidence": 0.2}) for s in "ab"]
 
 
+def test_injected_router_results_without_usage():
+    class Bare(FakeRouter):
+        def predict_batch(self, requests, **kwargs):
+            return [{"model": "fake", "answers": {}} for _ in requests]
+
+    with TestClient(create_app(Bare())) as c:
+        r = one(c, {"states": ["a"], "questions": QUESTIONS}, "/v1/systemone/batch")
+    assert r.status_code == 200 and r.json()["total_usage"] == {"input_tokens": 0, "output_tokens": 0}
+
+
 def test_injected_router_errors():
     class Broken(FakeRouter):
         def predict(self, state, questions, **kwargs):

@@ -366,7 +366,8 @@ class Server:
             if route == SINGLE:
                 body = project(results[0], cfg.jev_strict)
             else:
-                total = {k: sum(r["usage"].get(k, 0) for r in results) for k in ("input_tokens", "output_tokens")}
+                total = {k: sum((r.get("usage") or {}).get(k, 0) for r in results)
+                         for k in ("input_tokens", "output_tokens")}
                 body = {"results": [project(r, cfg.jev_strict) for r in results], "total_usage": total}
             total_ms = (time.perf_counter() - started) * 1000.0
             headers = {"Server-Timing": f"inference;dur={times['inference']:.2f}, queue;dur={times['queue']:.2f}, "
