@@ -15,7 +15,7 @@ import importlib.metadata
 import logging
 import os
 import sys
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 EXTRA_MESSAGE = "the laya[mcp] extra (mcp>=2.2.0) is required to run the MCP server: pip install 'laya[mcp]'"
 
@@ -42,6 +42,12 @@ Obj = Annotated[Any, WithJsonSchema({"type": "object", "additionalProperties": T
 Objs = Annotated[Any, WithJsonSchema({"type": "array", "items": {"type": "object", "additionalProperties": True}})]
 Json = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "number"}, {"type": "object"}, {"type": "null"}],
                                       "default": None})]
+Str = Annotated[Any, WithJsonSchema({"type": "string"})]
+OptStr = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "null"}], "default": None})]
+Int = Annotated[Any, WithJsonSchema({"type": "integer"})]
+OptInt = Annotated[Any, WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None})]
+Num = Annotated[Any, WithJsonSchema({"type": "number"})]
+Bool = Annotated[Any, WithJsonSchema({"type": "boolean"})]
 
 
 def server_version() -> str:
@@ -84,44 +90,44 @@ def laya_status_tool() -> CallToolResult:
     return _run(tools.laya_status, router=router, preload=preload_wanted(os.environ))
 
 
-def laya_route_tool(state: Obj, questions: Obj, model: Optional[str] = None, task: Optional[str] = None,
-                    lang: Optional[str] = None, lang_guess: Optional[str] = None) -> CallToolResult:
+def laya_route_tool(state: Obj, questions: Obj, model: OptStr = None, task: OptStr = None,
+                    lang: OptStr = None, lang_guess: OptStr = None) -> CallToolResult:
     """Which checkpoint would answer this state: {model, repo, reason}. Loads nothing."""
     return _run(tools.laya_route, state=state, questions=questions, model=model, task=task, lang=lang,
                 lang_guess=lang_guess)
 
 
-def laya_route_batch_tool(requests: Objs, hooks_timeout: float = 0) -> CallToolResult:
+def laya_route_batch_tool(requests: Objs, hooks_timeout: Num = 0) -> CallToolResult:
     """Routing for several requests ({state, questions, model?, task?, lang?, lang_guess?}); loads nothing."""
     return _run(tools.laya_route_batch, requests=requests, hooks_timeout=_unset(hooks_timeout))
 
 
-def laya_predict_tool(state: Obj, questions: Obj, model: str = "auto", task: Optional[str] = None,
-                      lang: Optional[str] = None, lang_guess: Optional[str] = None, max_len: Optional[int] = None,
-                      head_max_len: Optional[int] = None, min_confidence: Json = None) -> CallToolResult:
+def laya_predict_tool(state: Obj, questions: Obj, model: Str = "auto", task: OptStr = None,
+                      lang: OptStr = None, lang_guess: OptStr = None, max_len: OptInt = None,
+                      head_max_len: OptInt = None, min_confidence: Json = None) -> CallToolResult:
     """Answer typed questions (choice / score / noul = yes-no) about a state in one forward pass."""
     return _run(tools.laya_predict, state=state, questions=questions, model=model, task=task, lang=lang,
                 lang_guess=lang_guess, max_len=max_len, head_max_len=head_max_len, min_confidence=min_confidence)
 
 
-def laya_predict_batch_tool(requests: Objs, batch_size: int = 0, hooks_timeout: float = 0,
-                            min_confidence: Json = None, sort_by_length: bool = False) -> CallToolResult:
+def laya_predict_batch_tool(requests: Objs, batch_size: Int = 0, hooks_timeout: Num = 0,
+                            min_confidence: Json = None, sort_by_length: Bool = False) -> CallToolResult:
     """Answer many requests in input order (batch_size / hooks_timeout: 0 = unset)."""
     return _run(tools.laya_predict_batch, requests=requests, batch_size=_unset(batch_size),
                 hooks_timeout=_unset(hooks_timeout), min_confidence=min_confidence, sort_by_length=sort_by_length)
 
 
-def laya_shortlist_tool(state: Obj, questions: Obj, model: str = "auto", k: int = 20, task: Optional[str] = None,
-                        lang: Optional[str] = None, lang_guess: Optional[str] = None, max_len: Optional[int] = None,
-                        head_max_len: Optional[int] = None, min_confidence: Json = None) -> CallToolResult:
+def laya_shortlist_tool(state: Obj, questions: Obj, model: Str = "auto", k: Int = 20, task: OptStr = None,
+                        lang: OptStr = None, lang_guess: OptStr = None, max_len: OptInt = None,
+                        head_max_len: OptInt = None, min_confidence: Json = None) -> CallToolResult:
     """Like laya_predict, each long choice first narrowed to its k options most similar to the state."""
     return _run(tools.laya_shortlist, state=state, questions=questions, model=model, k=k, task=task, lang=lang,
                 lang_guess=lang_guess, max_len=max_len, head_max_len=head_max_len, min_confidence=min_confidence)
 
 
-def laya_tournament_tool(state: Obj, questions: Obj, model: str = "auto", group_size: int = 16,
-                         task: Optional[str] = None, lang: Optional[str] = None, lang_guess: Optional[str] = None,
-                         max_len: Optional[int] = None, head_max_len: Optional[int] = None,
+def laya_tournament_tool(state: Obj, questions: Obj, model: Str = "auto", group_size: Int = 16,
+                         task: OptStr = None, lang: OptStr = None, lang_guess: OptStr = None,
+                         max_len: OptInt = None, head_max_len: OptInt = None,
                          min_confidence: Json = None) -> CallToolResult:
     """Like laya_predict for choices with many options (up to 255), narrowed in rounds of group_size."""
     return _run(tools.laya_tournament, state=state, questions=questions, model=model, group_size=group_size,
@@ -129,22 +135,22 @@ def laya_tournament_tool(state: Obj, questions: Obj, model: str = "auto", group_
                 min_confidence=min_confidence)
 
 
-def laya_preset_tool(preset: str, state: Obj, task: Optional[str] = None, lang: Optional[str] = None,
-                     lang_guess: Optional[str] = None, max_len: Optional[int] = None,
-                     head_max_len: Optional[int] = None, min_confidence: Json = None) -> CallToolResult:
+def laya_preset_tool(preset: Str, state: Obj, task: OptStr = None, lang: OptStr = None,
+                     lang_guess: OptStr = None, max_len: OptInt = None,
+                     head_max_len: OptInt = None, min_confidence: Json = None) -> CallToolResult:
     """A ready-made question set: guard, moderation, triage, model_router (alias router) or email."""
     return _run(tools.laya_preset, preset=preset, state=state, task=task, lang=lang, lang_guess=lang_guess,
                 max_len=max_len, head_max_len=head_max_len, min_confidence=min_confidence)
 
 
-def laya_decide_tool(state: Obj, schema: Obj, model: str = "auto", min_confidence: Json = None) -> CallToolResult:
+def laya_decide_tool(state: Obj, schema: Obj, model: Str = "auto", min_confidence: Json = None) -> CallToolResult:
     """Fill a JSON schema (enum / boolean / bounded integer properties) from the state."""
     return _run(tools.laya_decide, state=state, schema=schema, model=model, min_confidence=min_confidence)
 
 
-def laya_predict_long_tool(state: Obj, questions: Obj, model: str = "auto", window: Optional[int] = None,
-                           stride: Optional[int] = None, task: Optional[str] = None,
-                           lang: Optional[str] = None) -> CallToolResult:
+def laya_predict_long_tool(state: Obj, questions: Obj, model: Str = "auto", window: OptInt = None,
+                           stride: OptInt = None, task: OptStr = None,
+                           lang: OptStr = None) -> CallToolResult:
     """Answer about a state longer than the model's window (overlapping token windows)."""
     return _run(tools.laya_predict_long, state=state, questions=questions, model=model, window=window,
                 stride=stride, task=task, lang=lang)
