@@ -322,6 +322,18 @@ def test_main_defaults_and_env(monkeypatch, no_server):
     assert (no_server[-1]["host"], no_server[-1]["port"], no_server[-1]["log_level"]) == ("127.0.0.1", 9001, "debug")
 
 
+def test_main_called_from_code_reads_only_the_environment(monkeypatch, no_server):
+    monkeypatch.setattr(sys, "argv", ["/usr/bin/pytest", "-q", "-k", "x", "tests/some_test.py"])
+    monkeypatch.setenv("LAYA_PORT", "bad")
+    with pytest.raises(SystemExit) as e:
+        laya.serve.main()
+    assert e.value.code == "invalid LAYA_PORT 'bad': must be an integer 1-65535"
+    monkeypatch.setenv("LAYA_PORT", "9003")
+    assert laya.serve.main() == 0 and no_server[-1]["port"] == 9003
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/laya-serve", "--port", "9004"])  # the console script
+    assert laya.serve.main() == 0 and no_server[-1]["port"] == 9004
+
+
 def test_create_app_ignores_mains_variables(monkeypatch):
     monkeypatch.setenv("LAYA_PORT", "eighty")  # main()'s to refuse; the app factory does not read it
     assert create_app(FakeRouter()).state.server.cfg.max_concurrent == 16

@@ -9,6 +9,15 @@ import sys
 from .config import SettingError, from_args
 
 
+def program_args() -> list[str]:
+    """The command line when this process is the serve program (`laya-serve`, `python -m laya.serve`); a
+    plain `laya.serve.main()` call from other code reads only the LAYA_* variables, like the published one."""
+    prog = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.basename(prog).startswith("laya") or os.path.dirname(prog) == os.path.dirname(__file__):
+        return sys.argv[1:]
+    return []
+
+
 def _error(message: str) -> int:
     print(f"laya serve: error: {message}", file=sys.stderr)
     return 2
@@ -19,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     LAYA_EXTRA_MODELS or LAYA_DEFAULT_MODEL."""
     os.environ.setdefault("USE_TF", "0")
     try:
-        cfg = from_args(argv)
+        cfg = from_args(program_args() if argv is None else argv)
     except SettingError as e:
         raise SystemExit(str(e)) from None
     except ValueError as e:
