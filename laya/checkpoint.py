@@ -60,7 +60,8 @@ def hub_snapshot(repo_id: str, subfolder: str | None, revision: str | None, toke
     if not weights:
         patterns = [p for p in patterns if not p.endswith(WEIGHTS_FILE)]
     pinned = {"revision": wanted} if wanted is not None else {}
-    root = snapshot_download(repo_id, token=token or os.environ.get("HF_TOKEN"), allow_patterns=patterns, **pinned)
+    root = snapshot_download(repo_id=repo_id, token=token or os.environ.get("HF_TOKEN"), allow_patterns=patterns,
+                             **pinned)
     return root, snapshot_revision(root) or wanted
 
 
