@@ -33,7 +33,7 @@ from .body import may_hold_surrogate, parse_json
 from .config import MAIN_ONLY, ServeConfig, SettingError, from_env, request_settings
 from .errors import CLIENT_CLOSED, ApiError, fail, library
 from .gc_policy import GC_THRESHOLD, FrozenHeap  # noqa: F401 - GC_THRESHOLD re-exported
-from .health import PublicRepo, description, health, known_names, missing_local_sources
+from .health import PublicRepo, description, health, known_names, missing_local_sources, resident_names
 from .jev import project
 from .limits import LIVENESS_ONLY, MAX_CHOICE_OPTIONS, MAX_TOURNAMENT_CHOICE_OPTIONS
 from .metrics import Metrics
@@ -84,7 +84,7 @@ class Server:
         self.router = router if router is not None else build_router(cfg)
         self.batched = injected.batchable(self.router)
         self.public_repo = PublicRepo()
-        self.served = served_names(cfg, self.router) if self.batched else list(getattr(self.router, "loaded", []))
+        self.served = served_names(cfg, self.router) if self.batched else resident_names(self.router)
         self.custom_only, self.auto_default = False, getattr(self.router, "default", None)
         if self.batched:
             self._check_sources()

@@ -22,6 +22,11 @@ def known_names(router: Any) -> list[str]:
     return list(_read(router, "registered", ()) or ())
 
 
+def resident_names(router: Any) -> list[str]:
+    """The names of the resident checkpoints (`loaded`, an attribute or a method; none when absent)."""
+    return list(_read(router, "loaded", ()) or ())
+
+
 def description(router: Any, name: str) -> str | None:
     descriptions = getattr(router, "descriptions", None)
     if isinstance(descriptions, dict):
@@ -35,7 +40,7 @@ def health(router: Any, preference: Any = None) -> dict:
     preference), per-checkpoint devices and CPU fallbacks. Loads nothing and leaves the LRU order alone."""
     from ..mcp.device import agent_device, resolve_device, router_agent
 
-    loaded = list(_read(router, "loaded", ()) or ())
+    loaded = resident_names(router)
     agents = {name: router_agent(router, name) for name in loaded}
     devices = {name: agent_device(agent) for name, agent in agents.items()}
     first = next(iter(devices.values()), None)
