@@ -14,10 +14,17 @@ from typing import Any, Callable
 
 from .errors import RemoteError
 from .device import agent_device, device_report, router_agent
-from .validate import (AUTO, BATCH_ITEM_OVERRIDES, VALID_TYPES, ToolError, batch_item_key_doc,  # noqa: F401
+from .validate import (AUTO, BATCH_ITEM_OVERRIDES, VALID_TYPES, ToolError, batch_item_key_doc,
                        validate_batch_requests, validate_budget, validate_hooks_timeout, validate_lang,
                        validate_lang_guess, validate_min_confidence, validate_model, validate_positive,
                        validate_preset, validate_questions, validate_state, validate_task)
+
+__all__ = ["AUTO", "BATCH_ITEM_OVERRIDES", "PRESETS", "TOOL_NAMES", "VALID_TYPES", "LayaTools", "ToolError",
+           "batch_item_key_doc", "get_available_presets", "laya_decide", "laya_predict", "laya_predict_batch",
+           "laya_predict_long", "laya_preset", "laya_route", "laya_route_batch", "laya_shortlist", "laya_status",
+           "laya_tournament", "validate_batch_requests", "validate_budget", "validate_lang", "validate_lang_guess",
+           "validate_min_confidence", "validate_model", "validate_preset", "validate_questions", "validate_state",
+           "validate_task"]
 
 TOOL_NAMES = ("laya_status", "laya_route", "laya_route_batch", "laya_predict", "laya_predict_batch",
               "laya_shortlist", "laya_tournament", "laya_preset", "laya_decide", "laya_predict_long")
