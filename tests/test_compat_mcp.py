@@ -472,3 +472,32 @@ def test_unknown_task_is_invalid_task():
         T.laya_route_batch([{"state": STATE, "questions": QUESTIONS, "task": "nope"}], router=router)
     assert e.value.code == "invalid_task" and e.value.message.startswith("requests[0]: ")
     assert T.laya_route(STATE, QUESTIONS, task="typed_decisions", router=router)["model"] == "typed-decisions"
+
+
+def test_router_from_the_environment(monkeypatch):
+    from laya.mcp import runtime
+    from laya.router import Router
+
+    preloaded = []
+    monkeypatch.setattr(Router, "preload", lambda self, names=None: preloaded.append(list(names)) or self)
+    router = runtime.build_router({"LAYA_DEFAULT_MODEL": "english", "LAYA_AUTO_TASK": "1"})
+    assert preloaded == [["english", "multilingual"]]  # LAYA_MODELS defaults to english,multilingual here
+    assert router.default == "english" and router.auto_task_detection is True
+    runtime.build_router({"LAYA_MODELS": "en", "LAYA_PRELOAD": "true"})
+    assert preloaded[-1] == ["english"]
+    runtime.build_router({"LAYA_PRELOAD": "0"})
+    assert len(preloaded) == 2
+    assert runtime.preload_wanted({}) is True and runtime.preload_wanted({"LAYA_PRELOAD": "off"}) is False
+
+
+def test_bad_laya_device_fails_construction(monkeypatch):
+    from laya.mcp import runtime
+
+    runtime.reset_shared_router()
+    monkeypatch.setenv("LAYA_DEVICE", "gpu")
+    monkeypatch.setenv("LAYA_PRELOAD", "0")
+    with pytest.raises(ToolError) as e:
+        T.laya_predict(STATE, QUESTIONS)
+    assert e.value.code == "internal_error"
+    assert e.value.message.startswith("router construction failed: ValueError: LAYA_DEVICE='gpu' is not a torch device")
+    runtime.reset_shared_router()
