@@ -190,6 +190,13 @@ def test_unservable_model_hint_lists_only_served_models(client, model):
 
 # ---- R-HTTP-2, R-HTTP-3: texts and order --------------------------------------------------------------------
 
+def test_a_lone_surrogate_quoted_in_an_error_is_escaped(client):
+    criteria = json.dumps([f"o{i}" for i in range(101)])
+    body = '{"state": "x", "questions": {"\\ud800": {"type": "choice", "instructions": "x", "criteria": %s}}}'
+    r = client.post("/v1/systemone", content=body % criteria)
+    assert r.status_code == 413 and r.json() == {"detail": "too many choice options for '\\ud800' (101 > 100)"}
+
+
 def test_null_score_level_text(client):
     q = {"q": {"type": "score", "instructions": "how bad?", "criteria": ["low", None, "high"]}}
     r = client.post("/v1/systemone", json={"state": "x", "questions": q})

@@ -74,6 +74,10 @@ class ApiError(Exception):
     """An HTTP error with a user-facing message (never internals)."""
 
     def __init__(self, status: int, detail: str, headers: dict | None = None):
+        try:
+            detail.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate quoted from the body: escaped, or the reply could not be sent
+            detail = detail.encode("utf-8", "backslashreplace").decode("utf-8")
         super().__init__(detail)
         self.status, self.detail, self.headers = status, detail, dict(headers or {})
 
