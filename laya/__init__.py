@@ -12,7 +12,8 @@ __version__ = "0.4.15"
 
 from .presets import (email_questions, guard_questions, moderation_questions, router_questions,  # noqa: E402
                       triage_questions)
-from .questions import QTYPE_NAMES, QTYPES, render_options  # noqa: E402
+from .questions import QTYPE_NAMES, QTYPES  # noqa: E402
+from .sequence_names import render_options  # noqa: E402 (laya.common's: a question or (qtype, criteria))
 from .registry import DEFAULT_MODELS  # noqa: E402
 from .email import clean_email_body, email_state  # noqa: E402
 from .hooks import (AsyncHook, BaseHook, Hook, HookRegistry, OptionStabilityHook, PredictContext,  # noqa: E402
