@@ -1,12 +1,12 @@
 """`laya.common`: the shared arithmetic of inference, calibration and training in one namespace.
 
 Re-exports (one implementation each, defined where it is used):
-  laya.questions:        QTYPES, QTYPE_NAMES, render_options, render_criterion
+  laya.questions:        QTYPES, QTYPE_NAMES, render_criterion
   laya.answers:          TEMP_MIN, TEMP_MAX, clamp_temperature, temperature_rejected, temp_bucket,
                          unpermute_probs, answer_confidence, confidence_from_probs
   laya.calibrate:        ece_score
   laya.parallel_layout:  OPTION_LAYOUTS (its LAYOUTS)
-  laya.sequence_names:   build_head, build_sequence, state_room, collate_items, encode_text,
+  laya.sequence_names:   render_options(q), build_head, build_sequence, state_room, collate_items, encode_text,
                          window_budget, collapsed_options, uses_parallel_layout, parallel_layout,
                          parallel_option_masks (adapters under the published names and argument order)
   torch-backed, resolved on first access so that `import laya.common` itself stays torch-free:
@@ -23,10 +23,10 @@ from .answers import (TEMP_MAX, TEMP_MIN, answer_confidence, clamp_temperature, 
                       temp_bucket, temperature_rejected, unpermute_probs)
 from .calibrate import ece_score
 from .parallel_layout import LAYOUTS as OPTION_LAYOUTS
-from .questions import QTYPE_NAMES, QTYPES, render_criterion, render_options
+from .questions import QTYPE_NAMES, QTYPES, render_criterion
 from .sequence_names import (build_head, build_sequence, collapsed_options, collate_items, encode_text,
-                             parallel_layout, parallel_option_masks, state_room, uses_parallel_layout,
-                             window_budget)
+                             parallel_layout, parallel_option_masks, render_options, state_room,
+                             uses_parallel_layout, window_budget)
 
 _TORCH = {"proper_reward": "laya.train.objectives", "td_lambda_targets": "laya.train.objectives",
           "DecisionModel": "laya.model", "build_model": "laya.model", "amp_dtype": "laya.device"}

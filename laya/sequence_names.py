@@ -23,6 +23,16 @@ def _question(q: Any, option_order: Any = None) -> Any:
     return q
 
 
+def render_options(q: Any, *args: Any, **kwargs: Any) -> list[str]:
+    """The option texts of a question (a Question or a raw definition) in canonical order; the older
+    (qtype, criteria, labels) form goes to laya.questions.render_options."""
+    from . import questions
+
+    if isinstance(q, str):
+        return questions.render_options(q, *args, **kwargs)
+    return list(_question(q).option_texts)
+
+
 class BuiltSequence(tuple):
     """`(ids, markers)` of one row, which also reads as the laya.sequence.Row it wraps (.ids, .head,
     .state_tokens_dropped, ...)."""

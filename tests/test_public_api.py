@@ -56,7 +56,9 @@ def test_one_implementation_each():
     assert laya.jev_confidence is laya.serve.jev.jev_confidence
     assert laya.common.ece_score is laya.calibrate.ece_score
     assert laya.common.proper_reward is laya.train.objectives.proper_reward
-    assert laya.common.render_options is laya.questions.render_options
+    # compat R-P2-1: laya.common.render_options(q) takes a question; the (qtype, criteria) form still works
+    q = {"type": "choice", "instructions": "x", "criteria": {"a": None, "b": "desc"}}
+    assert laya.common.render_options(q) == laya.questions.render_options("choice", q["criteria"]) == ["a", "b: desc"]
     assert laya.common.QTYPES == {"choice": 0, "score": 1, "noul": 2}
     assert laya.common.QTYPE_NAMES == {0: "choice", 1: "score", 2: "noul"}
 
