@@ -10,8 +10,9 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .limits import (DEFAULT_BODY_READ_TIMEOUT, DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_CONCURRENT,
-                     DEFAULT_MAX_TOKEN_BUDGET, MAX_TOURNAMENT_GROUP)
+from .limits import (DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_MAX_BATCH_TOKENS,
+                     DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_TOKEN_BUDGET, DEFAULT_PORT, MAX_BODY_BYTES,
+                     MAX_TOURNAMENT_GROUP)
 
 log = logging.getLogger("laya.serve")
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -19,8 +20,8 @@ TRUE_WORDS = ("1", "true", "yes", "on")
 
 @dataclass(frozen=True)
 class ServeConfig:
-    host: str = "0.0.0.0"
-    port: int = 8000
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
     device: str | None = None
     backend: str = "auto"
     preload: bool = True
@@ -33,16 +34,16 @@ class ServeConfig:
     idle_unload_seconds: float = 0.0
     api_key: str | None = None
     root_path: str = ""
-    log_level: str = "info"
+    log_level: str = DEFAULT_LOG_LEVEL
     access_log: bool = False  # uvicorn's per-request access log line (off unless asked: it costs every request)
     gc_freeze: bool = True  # after a checkpoint loads: collect once, then freeze what survives (no full-GC stalls)
     # admission and limits
-    max_concurrent: int = 16  # requests admitted at once; raise it (--max-concurrent) so batches can fill
+    max_concurrent: int = DEFAULT_MAX_CONCURRENT  # requests admitted at once; raise it (--max-concurrent) so batches can fill
     max_queue_rows: int = 4096  # question rows waiting for the worker; beyond -> 503
-    max_body_bytes: int = 2 * 1024 * 1024
-    body_read_timeout: float = 10.0
-    max_token_budget: int = 8192
-    max_batch_tokens: int = 131072
+    max_body_bytes: int = MAX_BODY_BYTES
+    body_read_timeout: float = DEFAULT_BODY_READ_TIMEOUT
+    max_token_budget: int = DEFAULT_MAX_TOKEN_BUDGET
+    max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
     jev_strict: bool = False
     tournament_group: int = 0  # > 0: choice questions with more options are narrowed in rounds of this size
     # dynamic batching
