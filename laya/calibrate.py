@@ -50,6 +50,11 @@ def _integral(value: Any) -> int | None:
     return int(value) if math.isfinite(value) and float(value).is_integer() else None
 
 
+def _bad_record(where: str, text: str, value: Any) -> ValueError:
+    """The rule first (callers match on it), then the value and which record it was."""
+    return ValueError(f"{text}, got {value!r:.120} ({where})")
+
+
 def _vector(values: Any, name: str, where: str) -> np.ndarray:
     arr = None
     if not isinstance(values, (str, bytes, dict)) and getattr(values, "dtype", None) != np.bool_:
@@ -58,29 +63,28 @@ def _vector(values: Any, name: str, where: str) -> np.ndarray:
         except (TypeError, ValueError):
             arr = None
     if arr is None or arr.ndim != 1 or (not isinstance(values, np.ndarray) and any(isinstance(v, bool) for v in values)):
-        raise ValueError(f"{where}: {name} must be a one-dimensional numeric vector, got {values!r:.120}")
+        raise _bad_record(where, f"{name} must be a one-dimensional numeric vector", values)
     if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{where}: {name} must contain only finite values, got {values!r:.120}")
+        raise _bad_record(where, f"{name} must contain only finite values", values)
     return arr
 
 
 def check_record(record: Any, where: str = "record") -> tuple:
     """One record checked and normalised to `(qtype: int, logits, target, k: int)` (numpy vectors)."""
     if not isinstance(record, (list, tuple)) or len(record) not in (3, 4):
-        raise ValueError(f"{where}: {RECORD_SHAPE}, got {record!r:.120}")
+        raise _bad_record(where, RECORD_SHAPE, record)
     qtype = _integral(record[0])
     if qtype is None or not 0 <= qtype < N_QTYPES:
-        raise ValueError(f"{where}: qtype must be an integer between 0 and 2, got {record[0]!r}")
+        raise _bad_record(where, "qtype must be an integer between 0 and 2", record[0])
     logits = _vector(record[1], "logits", where)
     target = _vector(record[2], "target", where)
     if len(logits) != len(target):
-        raise ValueError(f"{where}: logits and target must have the same length, got {len(logits)} and {len(target)}")
+        raise _bad_record(where, f"logits and target must have the same length ({len(logits)} logits)", len(target))
     k = _integral(record[3]) if len(record) == 4 else len(logits)
     if k is None or not 1 <= k <= len(logits):
-        raise ValueError(f"{where}: k must be an integer between 1 and the vector length ({len(logits)}), "
-                         f"got {record[3]!r}")
+        raise _bad_record(where, f"k must be an integer between 1 and the vector length ({len(logits)})", record[3])
     if np.any(target < 0) or abs(float(target.sum()) - 1.0) > 1e-5:
-        raise ValueError(f"{where}: target must be a nonnegative probability vector summing to 1, got {record[2]!r:.120}")
+        raise _bad_record(where, "target must be a nonnegative probability vector summing to 1", record[2])
     return qtype, logits, target, k
 
 
@@ -445,9 +449,9 @@ def records_from_labeled(agent: Any, pairs: Iterable) -> list:
     vector}); one forward per state through the agent's own rows, logits in canonical option order.
     Questions are validated like predict; a question without a target is skipped."""
     from .answers import unpermute_probs
-    from .pipeline import DEFAULT_MAX_LEN, checked_questions
+    from .question_sets import checked_questions
     from .questions import keeps_tail, render_state
-    from .sequence import DEFAULT_HEAD_MAX_LEN, collate, tokenizer_view
+    from .sequence import DEFAULT_HEAD_MAX_LEN, DEFAULT_MAX_LEN, collate, tokenizer_view
 
     cfg = agent.cfg
     max_len = int(cfg.get("max_len", DEFAULT_MAX_LEN))
