@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import confidence
 from .confidence import BUCKET_SIZES, bucket_size
@@ -126,27 +126,6 @@ def apply_binning_map(conf: float, bucket: str, binning_map: dict | None) -> flo
     return float(entry["values"][index])
 
 
-# 1.5 * 2**52: for |y| < 2**51, (y + _TO_INTEGER) - _TO_INTEGER is y rounded to an integer, ties to even
-_TO_INTEGER = 6755399441055744.0
-
-
-def round4(x: float) -> float:
-    """`round(x, 4)` for a float, bit for bit, about twice as fast: round() writes the number out in
-    decimal (dtoa, snprintf) and parses it back (strtod), a long code path every answer runs several times.
-
-    round(x, 4) is the float nearest to m / 10**4, m being the integer nearest to the exact x * 10**4 (ties
-    to even). y = x * 1e4 is that product within 2**-13 while |y| < 1e12, so when y lies within 0.49 of
-    the integer n it rounds to, m = n, and n / 1e4 -- one correctly rounded division -- is that nearest
-    float. Anything else (a near-tie, NaN, inf, |y| >= 1e12) takes round() itself; a zero result takes
-    x's sign (x * 0.0), as round() gives -0.0 for a small negative x. tests/test_overhead_paths.py pins it.
-    """
-    y = x * 10000.0
-    n = (y + _TO_INTEGER) - _TO_INTEGER
-    if -0.49 < y - n < 0.49 and -1e12 < y < 1e12:
-        return n / 10000.0 if n else x * 0.0
-    return round(x, ROUND)
-
-
 def softmax(z: Any) -> list[float]:
     """The softmax of laya: max-shifted, in float64, on a short sequence (NaN in, NaN out)."""
     z = [float(v) for v in z]
@@ -186,18 +165,31 @@ class Calibration:
         return self.temperature_by_options.get(bucket, self.temperature[qtype]), False
 
 
-def plan_shape(q: Question) -> tuple:
-    """The part of a question's DecodePlan that depends on the question alone: (k, kind, qtype id, labels,
-    option order, ln k, probability keys, legend, temperature bucket). A cached question set keeps it, so a
-    call only adds its calibration."""
+class QuestionShape(NamedTuple):
+    """The part of a question's DecodePlan that depends on the question alone (a cached question set keeps
+    it, so a call only adds its calibration)."""
+
+    k: int
+    kind: str
+    qtype_id: int
+    labels: tuple
+    order: Any
+    log_k: float | None
+    keys: tuple
+    legend: tuple | None
+    bucket: str
+
+
+def plan_shape(q: Question) -> QuestionShape:
+    """The QuestionShape of `q`."""
     k = q.k
     if q.qtype == "score":
         keys = tuple(str(i) for i in range(k))
         legend = tuple(zip(keys, q.legend))
     else:
         keys, legend = q.labels, None
-    return (k, q.qtype, q.qtype_id, q.labels, q.option_order, math.log(k) if k >= 2 else None, keys, legend,
-            temp_bucket(q.qtype_id, k))
+    return QuestionShape(k, q.qtype, q.qtype_id, q.labels, q.option_order, math.log(k) if k >= 2 else None, keys,
+                         legend, temp_bucket(q.qtype_id, k))
 
 
 class DecodePlan:
@@ -206,7 +198,7 @@ class DecodePlan:
 
     __slots__ = ("k", "t", "kind", "labels", "order", "log_k", "bucket", "binning", "keys", "legend")
 
-    def __init__(self, q: Question, cal: Calibration, lang: str | None, shape: tuple | None = None):
+    def __init__(self, q: Question, cal: Calibration, lang: str | None, shape: QuestionShape | None = None):
         (self.k, self.kind, qtype_id, self.labels, self.order, self.log_k, self.keys, self.legend,
          bucket) = shape or plan_shape(q)
         self.t, lang_used = cal.bucket_temperature(bucket, qtype_id, lang)
@@ -215,51 +207,36 @@ class DecodePlan:
 
 
 def decode_planned(plan: DecodePlan, logits_row: list, act_prob: Any) -> dict:
-    """`decode_answer` with the per-question work done already (same arithmetic, same dict); `logits_row`
-    holds plain Python floats (the request path's rows come from ndarray.tolist: no float() per value)."""
+    """`decode_answer` with the per-question work done already (same arithmetic, same dict)."""
     k, t = plan.k, plan.t
     p = softmax([v / t for v in logits_row[:k]])
     if plan.order is not None:
         p_slots, p = p, [0.0] * k
         for slot, option in enumerate(plan.order):  # slot s held option order[s]
             p[option] = p_slots[slot]
-    # confidence_from_probs and answer_confidence inlined; `x if x > lo else lo` is exactly max(lo, x) and
-    # `x if x < hi else hi` exactly min(hi, x) (NaN included), without two calls per probability
-    if plan.log_k is None:
-        conf = 1.0
-    else:
-        entropy = 0.0
-        log = math.log
-        for v in p:
-            v = v if v > 1e-12 else 1e-12
-            v = v if v < 1.0 else 1.0
-            entropy -= v * log(v)
-        conf = 1.0 - entropy / plan.log_k
-        conf = conf if conf > 0.0 else 0.0
-        conf = conf if conf < 1.0 else 1.0
-    p_max = max(p)  # k >= 1 always
-    ans_conf = p_max if p_max > 0.0 else 0.0
-    ans_conf = ans_conf if ans_conf < 1.0 else 1.0
+    conf = confidence_from_probs(p, k)
+    ans_conf = answer_confidence(p, k)
+    p_max = max(p)
     if plan.binning is not None:
         ans_conf = apply_binning_map(ans_conf, plan.bucket, plan.binning)
-    action = {"act_probability": round4(float(act_prob))}
+    action = {"act_probability": round(float(act_prob), ROUND)}
     kind = plan.kind
     if kind == "choice":
         # the first of equal maxima, like argmax: max(p) is the first element no later one exceeds, and no
         # earlier element equals it (else max would have kept that one)
         return {"type": "choice", "choice": plan.labels[p.index(p_max)],
-                "probabilities": {key: round4(v) for key, v in zip(plan.keys, p)},
-                "confidence": round4(conf), "answer_confidence": round4(ans_conf), "action": action}
+                "probabilities": {key: round(v, ROUND) for key, v in zip(plan.keys, p)},
+                "confidence": round(conf, ROUND), "answer_confidence": round(ans_conf, ROUND), "action": action}
     if kind == "score":
         expected = sum([i * v for i, v in enumerate(p)])
-        return {"type": "score", "score": round4(expected), "legend": dict(plan.legend),
-                "probabilities": {key: round4(v) for key, v in zip(plan.keys, p)},
-                "confidence": round4(conf), "answer_confidence": round4(ans_conf), "action": action}
+        return {"type": "score", "score": round(expected, ROUND), "legend": dict(plan.legend),
+                "probabilities": {key: round(v, ROUND) for key, v in zip(plan.keys, p)},
+                "confidence": round(conf, ROUND), "answer_confidence": round(ans_conf, ROUND), "action": action}
     p_true = p[1]
     p_false = 1.0 - p_true
-    return {"type": "noul", "noul": round4(p_true),
-            "confidence": round4(p_false if p_false > p_true else p_true),  # max(p_true, 1 - p_true)
-            "answer_confidence": round4(ans_conf), "action": action}
+    return {"type": "noul", "noul": round(p_true, ROUND),
+            "confidence": round(p_false if p_false > p_true else p_true, ROUND),  # max(p_true, 1 - p_true)
+            "answer_confidence": round(ans_conf, ROUND), "action": action}
 
 
 def decode_answer(q: Question, logits_row: Any, act_prob: float, cal: Calibration,

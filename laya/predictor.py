@@ -73,17 +73,6 @@ class Predictor(HookRegistry, StructuredDecisions):
                 min_confidence: Any = None) -> dict:
         if state is None:
             raise TypeError("state must be a str, dict or list, got None")
-        if hooks is None and on_predict_start is None and on_predict_end is None and not self.hooks \
-                and hooks_timeout is None and not hooks_mod.has_default_hooks() \
-                and getattr(self.predict_batch, "__func__", None) is _PREDICT_BATCH:
-            # predict_batch's common case inlined (no hooks anywhere, predict_batch not overridden or patched):
-            # its checks, in its order, for the one-state list, then _answer, without the second call
-            if not isinstance(questions, dict):
-                raise TypeError(f"questions must be a dict {{id: definition}}, got {type(questions).__name__}")
-            if lang is not None and not isinstance(lang, str):
-                raise TypeError(f"lang must be a language code string such as 'de', got {type(lang).__name__}")
-            return self._answer([state], questions, None, lang, max_len, head_max_len, False,
-                                None if min_confidence is None else check_min_confidence(min_confidence))[0]
         return self.predict_batch([state], questions, lang=lang, hooks=hooks, on_predict_start=on_predict_start,
                                   on_predict_end=on_predict_end, hooks_raise=hooks_raise,
                                   hooks_timeout=hooks_timeout, max_len=max_len, head_max_len=head_max_len,
@@ -137,7 +126,7 @@ class Predictor(HookRegistry, StructuredDecisions):
                 ctx.error = e
                 hooks_mod.fire(call_hooks, "on_error", ctx, False, timeout, self._hooks_lock)
                 raise
-            ctx.usage = hooks_mod.aggregate_usage(ctx.results)
+        ctx.usage = hooks_mod.aggregate_usage(ctx.results)  # (a skipped call's too: end hooks read it)
         ctx.elapsed_ms = (time.perf_counter() - ctx.started_at) * 1000.0
         hooks_mod.fire(call_hooks, "on_predict_end", ctx, raise_errors, timeout, self._hooks_lock)
         return ctx.results
@@ -145,10 +134,9 @@ class Predictor(HookRegistry, StructuredDecisions):
     def _answer(self, states: list, questions: dict, batch_size: int | None, lang: str | None,
                 max_len: int | None, head_max_len: int | None, sort_by_length: bool,
                 min_confidence: Any) -> list[dict]:
-        for s in states:  # (a loop, not any(<generator>): one frame fewer on every request)
-            if s is None:
-                raise TypeError("states must not contain None; pass a str, dict or list per state")
-        texts = [s if type(s) is str else render_state(s) for s in states]  # (render_state(s) is s for a str)
+        if any(s is None for s in states):
+            raise TypeError("states must not contain None; pass a str, dict or list per state")
+        texts = [render_state(s) for s in states]
         qset = question_set(questions)
         qs = qset.qs
         if not states:
@@ -185,8 +173,7 @@ class Predictor(HookRegistry, StructuredDecisions):
                     idx = sorted(idx, key=lambda i: max(len(r.ids) for r in encoded[i - start][1]))
                 for c in range(0, len(idx), chunk):
                     part = idx[c:c + chunk]
-                    rows = encoded[part[0] - start][1] if len(part) == 1 else \
-                        [r for i in part for r in encoded[i - start][1]]
+                    rows = [r for i in part for r in encoded[i - start][1]]
                     logits, act = self._infer(collate(rows, view.pad_id, self.parallel_options))
                     logits = logits.tolist()  # plain floats: decoding is per element
                     if not isinstance(act, list):
@@ -315,5 +302,3 @@ class Predictor(HookRegistry, StructuredDecisions):
     def save_calibration(self, path: str) -> None:
         write_calibration(path, calibration_payload_for(self))
 
-
-_PREDICT_BATCH = Predictor.predict_batch  # predict answers directly while this is the predict_batch in use

@@ -57,8 +57,8 @@ class QuestionSet:
         map (when truthy) is the same object: the plans hold those objects, so no other can take their ids,
         and a temperature list or map changed in place gives new plans. DecodePlans are read-only."""
         ts = []
-        for shape in self.shapes:  # (k, kind, qtype id, ..., bucket): DecodePlan's bucket_temperature
-            ts.append(by_options.get(shape[8], temperature[shape[2]]))
+        for shape in self.shapes:  # DecodePlan's bucket_temperature
+            ts.append(by_options.get(shape.bucket, temperature[shape.qtype_id]))
         binning = binning_map if binning_map else None
         last = self.last_plans
         if last is not None and last[1] is binning:

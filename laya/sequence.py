@@ -60,23 +60,16 @@ class TokenizerView:
 
 
 _views: "weakref.WeakKeyDictionary[Any, TokenizerView]" = weakref.WeakKeyDictionary()
-# The view asked for last: a request asks for its tokenizer's view several times, and a WeakKeyDictionary
-# lookup builds a weak reference each time. (The view refers to its tokenizer weakly: nothing kept alive.)
-_last_view: TokenizerView | None = None
 
 
 def tokenizer_view(tok: Any) -> TokenizerView:
-    global _last_view
-    view = _last_view
-    if view is not None and view.tok() is tok and tok is not None:
-        return view
+    """The view of `tok`, made once per tokenizer (it refers to the tokenizer weakly: nothing kept alive)."""
     view = _views.get(tok)
     if view is None:
         with TOKENIZER_LOCK:
             view = _views.get(tok)
             if view is None:
                 view = _views[tok] = TokenizerView(tok)
-    _last_view = view
     return view
 
 

@@ -1,5 +1,4 @@
-"""The request path's fast spellings give exactly what the plain formulas give: `round4` against round(),
-decoding against the textbook decode (softmax, confidence helpers, round()), the bytes-built collate
+"""The request path's spellings give exactly what the plain formulas give: decoding against the textbook decode (softmax, confidence helpers, round()), the bytes-built collate
 against a numpy-filled reference, and a whole `predict` against a reference assembled from those parts.
 
 "Exactly" means bit for bit: floats are compared through their IEEE bytes (0.0 is not -0.0, NaN equals NaN)
@@ -18,7 +17,7 @@ import laya
 from laya.agent import act_probabilities
 from laya.answers import (Calibration, answer_confidence, apply_binning_map, apply_min_confidence,
                           check_min_confidence, confidence_from_probs, decode_answer, resolve_lang_temperatures,
-                          round4, softmax, temp_bucket)
+                          softmax, temp_bucket)
 from laya.questions import check_question, check_questions, keeps_tail, render_state
 from laya.sequence import Row, build_head, collate, row_for, tokenizer_view
 
@@ -32,40 +31,6 @@ def bits(value):
     if isinstance(value, (list, tuple)):
         return (type(value).__name__, [bits(v) for v in value])
     return (type(value).__name__, value)
-
-
-# ---- round4 -----------------------------------------------------------------------------------
-
-def near_ties(rng: random.Random, count: int) -> list:
-    """Floats at and around the decimal half-way points of the 4th decimal, and exact binary ties."""
-    out = []
-    for _ in range(count):
-        scale = rng.choice([1, 1, 1, 10, 1000, 10 ** 7])
-        tie = (rng.randrange(-20000 * scale, 20000 * scale) + 0.5) / 10000.0  # nearest double to a tie
-        for steps in range(-3, 4):
-            x = tie
-            for _ in range(abs(steps)):
-                x = math.nextafter(x, math.copysign(math.inf, steps))
-            out.append(x)
-    # exact ties in binary: j/32 for odd j is (625 j / 2) / 10**4, a half-way point held exactly
-    out += [j / 32.0 for j in range(-400, 401, 1)] + [j / 2 ** 14 for j in range(-64, 65)]
-    return out
-
-
-def test_round4_is_round_to_4_decimals_bit_for_bit():
-    rng = random.Random(11)
-    values = [rng.random() for _ in range(100000)]  # probabilities, confidences
-    values += [rng.uniform(-30, 30) for _ in range(30000)]  # expected scores and the like
-    values += [rng.gauss(0, 10.0 ** rng.randint(-12, 16)) for _ in range(30000)]  # every magnitude
-    values += [struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0] for _ in range(20000)]
-    values += near_ties(rng, 8000)
-    edges = [0.0, -0.0, 1.0, -1.0, 5e-5, -5e-5, 4.9999e-5, -4.9999e-5, 1e-300, -1e-300, 5e-324, -5e-324,
-             1e8, 99999999.99995, 1e12 / 1e4, math.nextafter(1e8, 0), 1e15, -1e15, 2.0 ** 51, 1.7976931348623157e308,
-             math.inf, -math.inf, math.nan, 0.30000000000000004, 0.12345, 0.99995, 0.99994999, 0.00015, 0.00025]
-    values += edges + [math.nextafter(v, d) for v in edges for d in (-math.inf, math.inf) if math.isfinite(v)]
-    for x in values:
-        want = round(x, 4)
-        assert bits(round4(x)) == bits(want), (x, round4(x), want)
 
 
 # ---- decoding ---------------------------------------------------------------------------------
