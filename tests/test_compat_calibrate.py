@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import laya.calibrate as cal
-import laya.calibration
 from laya.calibrate import (apply_calibration_payload, calibration_payload, check_records, fit_abstention_thresholds,
                             fit_binning_map, fit_temperature_map)
 
@@ -26,7 +25,6 @@ def test_constants():
             cal.MIN_BINNING_BUCKET_N, cal.ECE_HOLDOUT_FRAC, cal.LOG_T_MARGIN, cal.N_QTYPES) == \
         (2, 2000, 10, 100, 200, 0.2, 10.0, 3)
     assert (cal.TEMP_MIN, cal.TEMP_MAX) == (0.5, 5.0)
-    assert laya.calibration.apply_calibration_payload is apply_calibration_payload  # the old module re-exports
 
 
 def test_calibration_payload_shape():
@@ -229,3 +227,11 @@ def test_records_from_labeled_match_predict(agent):
         records_from_labeled(agent, [("s", questions)])
     with pytest.raises(ValueError, match="target must be a nonnegative"):
         records_from_labeled(agent, [("s", questions, {"urgent": [0.5, 0.2]})])
+
+
+def test_one_calibration_module():
+    """Issue 22: the calibration file helpers live in laya.calibrate (laya/calibration.py is gone)."""
+    import importlib.util
+
+    assert importlib.util.find_spec("laya.calibration") is None
+    assert cal.write_calibration and cal.read_calibration_json and cal.check_binning_map
