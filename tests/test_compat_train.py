@@ -120,3 +120,34 @@ def test_finetune_summary_keys(tiny_checkpoint, tmp_path):
                         "train_report", "output_dir"}
     assert (out["train_items"], out["calibration_items"], out["eval_items"]) == (22, 2, 0)
     assert len(out["temperature"]) == 3 and len(out["epoch_loss"]) == 1 and out["output_dir"] == str(tmp_path / "run")
+
+
+def test_rows_items_and_encoding(tok, tmp_path):
+    csv_path = tmp_path / "t.csv"
+    csv_path.write_text("text,label\nmy card was charged twice,billing\nthe app crashes,tech\n")
+    rows = T.rows_from_csv(str(csv_path), question_id="team")
+    assert rows[0]["expected"] == {"team": "billing"} and rows[0]["questions"]["team"]["criteria"] == ["billing", "tech"]
+    assert T.read_data(str(csv_path), question_id="team") == rows
+    rows.append({"state": "x", "questions": {"team": {"type": "nope", "instructions": "?"}}})
+    rows.append({"state": "y", "questions": {"u": {"type": "noul", "instructions": "Urgent?"}}})
+    rows.append("not a row")
+    items, skipped = T.items_from_rows(tok, rows, 64, 48, label_smoothing=0.1)
+    assert len(items) == 2 and skipped == {"invalid_question": 1, "no_target": 1, "bad_row": 1}
+    np.testing.assert_allclose(items[0]["target"], [0.95, 0.05])
+    assert len(T.encode_state(tok, "word " * 100, 10)) == 10
+    enc = T.encode_item(tok, items[0], 64, 48)
+    swapped = T.encode_item(tok, items[0], 64, 48, option_order=[1, 0], parallel=True)
+    np.testing.assert_allclose(enc["target"], [0.95, 0.05])
+    np.testing.assert_allclose(swapped["target"], [0.05, 0.95])
+    assert len(swapped["position_ids"]) == len(swapped["input_ids"]) and len(enc["marker_pos"]) == 2
+    item = T.make_item(tok, items[0]["question"], [1.0, 0.0], [5, 6], 48)
+    assert item["k"] == 2 and item["state_ids"] == [5, 6]
+
+
+def test_evaluate_records_and_report():
+    records = [(0, [2.0, 0.0], [1.0, 0.0], 2), (2, [0.0, 1.0], [0.0, 1.0], 2), (2, [1.0, 0.0], [0.0, 1.0], 2)]
+    out = T.evaluate_records(records)
+    assert out["n"] == 3 and out["accuracy"] == pytest.approx(0.6667, abs=1e-4)
+    assert set(out["by_type"]) == {"choice", "noul"} and out["by_type"]["choice"]["accuracy"] == 1.0
+    report = T.calibration_report(records, [2.0, 1.0, 2.0])
+    assert report["n"] == 3 and report["ece_after"] is not None and report["temperature"] == [2.0, 1.0, 2.0]

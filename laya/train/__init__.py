@@ -13,12 +13,15 @@ from .config import LOSSES, TrainConfig, optimizer_updates, update_budget_messag
 from .data import (Example, draw_option_order, load_examples, load_gold_jsonl, load_text_label, read_jsonl,
                    target_from_expected, target_from_gold, to_internal)
 from .finetune import dry_run, finetune, load_checkpoint, resolve_checkpoint_dir, resolve_device
+from .items import (calibration_report, encode_item, encode_state, evaluate_records, items_from_rows, make_item,
+                    read_data, rows_from_csv)
 from .loop import calibration_records, init_model, save_checkpoint, split_calibration, train
 from .recalibrate import recalibrate
 from .objectives import proper_reward, rlcd_loss, sigma_at, soft_ce_loss, td_lambda_targets
 
 __all__ = ["CALIB_WARN_N", "COLLAPSE_CE_REL", "COLLAPSE_LOGIT_RANGE", "Example", "LOSSES", "TrainConfig",
-           "calibration_records", "calibration_warnings", "collapse_stats", "draw_option_order", "dry_run",
+           "calibration_records", "calibration_report", "calibration_warnings", "encode_item", "encode_state",
+           "evaluate_records", "items_from_rows", "make_item", "read_data", "rows_from_csv", "collapse_stats", "draw_option_order", "dry_run",
            "finetune", "init_model", "load_checkpoint", "load_examples", "load_gold_jsonl", "load_text_label",
            "optimizer_updates", "prior_collapse_message", "proper_reward", "read_jsonl", "recalibrate",
            "resolve_checkpoint_dir", "resolve_device", "rlcd_loss", "save_checkpoint", "sigma_at", "soft_ce_loss",

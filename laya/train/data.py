@@ -146,11 +146,10 @@ def load_gold_jsonl(path: str, smoothing: float = 0.0) -> list[Example]:
     return examples
 
 
-def load_text_label(path: str, text_column: str = "text", label_column: str = "label", question_id: str = "label",
-                    instructions: str = "Which label fits the text?", smoothing: float = 0.0,
-                    labels: list[str] | None = None) -> list[Example]:
-    """CSV (by extension) or JSONL rows with a text and a label column -> one choice question over all
-    labels seen (sorted, or `labels` when given)."""
+def text_label_rows(path: str, text_column: str = "text", label_column: str = "label", question_id: str = "label",
+                    instructions: str = "Which label fits the text?", labels: list[str] | None = None) -> list[dict]:
+    """CSV (by extension) or JSONL rows with a text and a label column -> gold rows with one choice question
+    over all labels seen (sorted, or `labels` when given) and the row's label as the expected answer."""
     if path.lower().endswith(".csv"):
         with open(path, encoding="utf-8", newline="") as f:
             rows = list(csv.DictReader(f))
@@ -162,9 +161,20 @@ def load_text_label(path: str, text_column: str = "text", label_column: str = "l
             raise ValueError(f"{path}: row {i} lacks column {text_column!r} or {label_column!r} "
                              f"(it has {sorted(row)}); pass --text-column / --label-column")
     names = labels or sorted({str(row[label_column]) for row in rows})
-    q = check_question(question_id, {"type": "choice", "instructions": instructions, "criteria": names})
-    return [Example(str(row[text_column]), q, target_from_expected(q, str(row[label_column]), smoothing))
-            for row in rows]
+    question = {"type": "choice", "instructions": instructions, "criteria": names}
+    return [{"state": str(row[text_column]), "questions": {question_id: question},
+             "expected": {question_id: str(row[label_column])}} for row in rows]
+
+
+def load_text_label(path: str, text_column: str = "text", label_column: str = "label", question_id: str = "label",
+                    instructions: str = "Which label fits the text?", smoothing: float = 0.0,
+                    labels: list[str] | None = None) -> list[Example]:
+    """text_label_rows as examples (the one question validated once)."""
+    rows = text_label_rows(path, text_column, label_column, question_id, instructions, labels)
+    if not rows:
+        return []
+    q = check_question(question_id, rows[0]["questions"][question_id])
+    return [Example(row["state"], q, target_from_expected(q, row["expected"][question_id], smoothing)) for row in rows]
 
 
 def is_text_label(path: str, text_column_given: bool = False) -> bool:
