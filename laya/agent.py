@@ -393,9 +393,11 @@ def load(model_id_or_path: str = BUNDLE_REPO, device: Any = None, token: str | N
                          calibration=calibration, hooks=hooks, on_predict_start=on_predict_start,
                          on_predict_end=on_predict_end, hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent,
                          hooks_timeout=hooks_timeout)
+    # an explicit backend (and our aoti_path) only when given: an Agent-like class need not know them
+    chosen = {k: v for k, v in (("backend", backend), ("aoti_path", aoti_path)) if v is not None}
     return Agent(model_id_or_path, device=device, token=token, subfolder=subfolder, fast=fast, compile=compile,
                  revision=revision, expected_sha256=expected_sha256, lang_temperatures=lang_temperatures,
                  hooks=hooks, on_predict_start=on_predict_start, on_predict_end=on_predict_end,
                  hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent, hooks_timeout=hooks_timeout,
-                 calibration=calibration, backend=backend, compile_warmup=compile_warmup,
-                 compile_cache=compile_cache, compile_mode=compile_mode, aoti_path=aoti_path)
+                 calibration=calibration, compile_warmup=compile_warmup, compile_cache=compile_cache,
+                 compile_mode=compile_mode, **chosen)
