@@ -198,3 +198,18 @@ def test_revisions_module_is_torch_free():
     assert out.strip() == "False"
     assert set(revisions.PINNED_REVISIONS) >= {"convaiinnovations/laya"}
     assert re.fullmatch(r"[0-9a-f]{40}", revisions.PINNED_REVISIONS["convaiinnovations/laya"])
+
+
+def test_load_forwards_backend_and_aoti_path_only_when_given(monkeypatch):
+    import laya.agent
+
+    seen = []
+
+    class Recorder:
+        def __init__(self, model_id_or_path, **kwargs):
+            seen.append(kwargs)
+    monkeypatch.setattr(laya.agent, "Agent", Recorder)
+    laya.agent.load("./some/dir")
+    assert "backend" not in seen[-1] and "aoti_path" not in seen[-1]
+    laya.agent.load("./some/dir", backend="eager")
+    assert seen[-1]["backend"] == "eager" and "aoti_path" not in seen[-1]
