@@ -35,6 +35,7 @@ from .config import TrainConfig, optimizer_updates, shuffle_types  # noqa: F401 
 from .data import Example, check_finite, draw_option_order, load_examples, with_option_order
 from .collapse import calibration_warnings
 from .objectives import rlcd_loss, sigma_at_progress, soft_ce_loss
+from .optim import Bar, freeze, make_optimizer, set_lr  # noqa: F401 (set_lr: loop's name for tests)
 
 STATE_FILE = "trainer_state.pt"
 LOG_FILE = "train_log.jsonl"
@@ -289,67 +290,6 @@ def logit_range(logits: torch.Tensor, mask: torch.Tensor) -> float:
     return float((hi - lo).mean())
 
 
-# ---- optimiser ------------------------------------------------------------------------------------
-
-def freeze(model, config: TrainConfig) -> None:
-    enc = model.encoder
-    if config.freeze_encoder:
-        enc.requires_grad_(False)
-        return
-    if config.freeze_embeddings or config.freeze_layers:
-        enc.embeddings.requires_grad_(False)
-    layers = getattr(getattr(enc, "encoder", enc), "layer", None) or getattr(enc, "layers", None) or []
-    for layer in list(layers)[:config.freeze_layers]:
-        layer.requires_grad_(False)
-
-
-def make_optimizer(model, config: TrainConfig) -> torch.optim.Optimizer:
-    groups = {"enc": [], "enc_nd": [], "head": [], "head_nd": []}
-    for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        side = "enc" if name.startswith("encoder.") else "head"
-        groups[side + ("_nd" if p.dim() == 1 else "")].append(p)
-    spec = [("enc", config.encoder_lr, config.weight_decay), ("enc_nd", config.encoder_lr, 0.0),
-            ("head", config.head_lr, config.weight_decay), ("head_nd", config.head_lr, 0.0)]
-    params = [{"params": groups[g], "lr": lr, "base_lr": lr, "weight_decay": wd} for g, lr, wd in spec if groups[g]]
-    on_cuda = all(p.is_cuda for g in params for p in g["params"])
-    return torch.optim.AdamW(params, betas=(0.9, 0.98), eps=1e-6, **({"fused": True} if on_cuda else {}))
-
-
-def set_lr(opt, step: int, total: int, config: TrainConfig, progress: float | None = None) -> None:
-    """Linear warm-up, then cosine down to min_lr. `progress` (0..1, e.g. the share of a time budget
-    used) replaces step / total when it is further along, so a time-limited run still anneals."""
-    warm = max(1, int(total * config.warmup_frac))
-    done = step / max(1, total) if progress is None else max(step / max(1, total), progress)
-    ramp = max((step + 1) / warm, done / config.warmup_frac if config.warmup_frac > 0 else 1.0)
-    for g in opt.param_groups:
-        if ramp < 1.0:
-            g["lr"] = g["base_lr"] * ramp
-        else:
-            p = min(1.0, max(0.0, (done - config.warmup_frac) / max(1e-9, 1.0 - config.warmup_frac)))
-            g["lr"] = config.min_lr + (g["base_lr"] - config.min_lr) * 0.5 * (1 + math.cos(math.pi * p))
-
-
-class Bar:
-    """A one-line progress bar on stderr."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.enabled, self.start = total, enabled, time.time()
-
-    def show(self, step: int, note: str) -> None:
-        if not self.enabled:
-            return
-        done = int(30 * step / max(1, self.total))
-        rate = (time.time() - self.start) / max(1, step)
-        print(f"\rlaya-train [{'#' * done}{'.' * (30 - done)}] {step}/{self.total} {note} "
-              f"({rate:.1f}s/step)", end="", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.enabled:
-            print(file=sys.stderr)
-
-
 # ---- calibration records ---------------------------------------------------------------------------
 
 @torch.no_grad()
@@ -420,17 +360,7 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     """Fine-tune `base` on `data` (a path or examples), calibrate, save to out_dir; returns the
     `training.laya_train` metadata. Re-running with the same out_dir resumes from trainer_state.pt."""
     config = (config or TrainConfig()).validate()
-    if config.option_layout is not None:
-        check_layout(config.option_layout, "the training config")
-    examples = list(load_examples(data, **load_kwargs) if isinstance(data, str) else data)
-    if not examples:
-        raise ValueError("no training examples: every question lacks gold probabilities or expected answers")
-    if calib_data is None:  # a slice of the training distribution (seen label sets): see recalibrate()
-        examples, calib = split_calibration(examples, config.calib_max, config.calib_frac, config.calib_seed)
-        calib_source = f"training slice (calib_max {config.calib_max}, calib_frac {config.calib_frac})"
-    else:
-        calib = list(calib_data)
-        calib_source = "calib_data"
+    examples, calib, calib_source = _train_and_calib(data, config, calib_data, load_kwargs)
     torch.manual_seed(config.seed)
     device = resolve_train_device(config)
     dtype = amp_dtype(config, device)
@@ -445,15 +375,9 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     per_epoch = math.ceil(len(examples) / (config.micro_batch * config.grad_accum))
     total = config.max_steps or optimizer_updates(len(examples), config.micro_batch, config.grad_accum, config.epochs)
     types = shuffle_types(config)
-    step, log = 0, []
     os.makedirs(out_dir, exist_ok=True)
     state_path = os.path.join(out_dir, STATE_FILE)
-    if os.path.isfile(state_path):
-        saved = torch.load(state_path, map_location=device, weights_only=False)
-        model.load_state_dict(saved["model"])
-        opt.load_state_dict(saved["optimizer"])
-        step, log = saved["step"], saved["log"]
-        print(f"laya-train: resuming {out_dir} at step {step}/{total}", file=sys.stderr)
+    step, log = _resume(state_path, model, opt, device, total)
     gen = torch.Generator(device=device).manual_seed(config.seed * 1000 + step)
     bar = Bar(total, config.progress)
     started = time.time()
@@ -484,25 +408,9 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
                 budget_used = (elapsed_before + time.time() - started) / config.time_budget_s
             set_lr(opt, step, total, config, budget_used)
             sigma = sigma_at_progress(step / total if budget_used is None else max(step / total, budget_used),
-                             config.sigma_start, config.sigma_end)
-            group = plan[j:j + config.grad_accum]
-            n_rows = sum(len(c) for c in group)
-            loss_sum, spread = 0.0, 0.0
-            for chunk in group:
-                batch, target = tensors(tok, chunk, parallel)
-                logits = forward_logits(model, batch, device, dtype)
-                target, mask = target.to(logits.device), batch.marker_mask.to(logits.device)
-                if config.loss == "rlcd":
-                    loss = rlcd_loss(logits, target, mask, batch.qtype.to(logits.device), sigma, config.rl_samples,
-                                     config.w_sph, config.w_rps, generator=gen, rl_weight=config.rl_weight)
-                else:
-                    loss = soft_ce_loss(logits, target, mask)
-                (loss * len(chunk) / n_rows).backward()
-                loss_sum += float(loss.detach()) * len(chunk)
-                spread += logit_range(logits, mask) * len(chunk)
-            torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], config.grad_clip)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+                                      config.sigma_start, config.sigma_end)
+            loss_sum, spread, n_rows = _one_update(model, opt, tok, plan[j:j + config.grad_accum], config, parallel,
+                                                   device, dtype, sigma, gen)
             step += 1
             mean_loss = check_finite(loss_sum / n_rows, f"training loss at step {step}")
             elapsed = elapsed_before + time.time() - started
@@ -511,8 +419,7 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
                         "elapsed_s": round(elapsed, 1)})
             bar.show(step, f"loss {mean_loss:.4f}")
             if config.log_every and step % config.log_every == 0:
-                print(f"laya-train: step {step} epoch {epoch} loss {mean_loss:.4f} logit_range {spread / n_rows:.3f} "
-                      f"lr_head {opt.param_groups[-1]['lr']:.2e} {elapsed:.0f}s", file=sys.stderr, flush=True)
+                _log_line(step, epoch, mean_loss, spread / n_rows, opt, elapsed)
             if step % config.save_every == 0 or step == total:
                 _save_state(state_path, model, opt, step, log)
             if config.time_budget_s is not None and elapsed >= config.time_budget_s:
@@ -526,6 +433,59 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     if not config.keep_state:
         os.remove(state_path)
     return meta
+
+
+def _train_and_calib(data: Any, config: TrainConfig, calib_data: Any, load_kwargs: dict) -> tuple[list, list, str]:
+    """(training examples, calibration examples, where the calibration came from)."""
+    if config.option_layout is not None:
+        check_layout(config.option_layout, "the training config")
+    examples = list(load_examples(data, **load_kwargs) if isinstance(data, str) else data)
+    if not examples:
+        raise ValueError("no training examples: every question lacks gold probabilities or expected answers")
+    if calib_data is not None:
+        return examples, list(calib_data), "calib_data"
+    # a slice of the training distribution (seen label sets): see recalibrate()
+    examples, calib = split_calibration(examples, config.calib_max, config.calib_frac, config.calib_seed)
+    return examples, calib, f"training slice (calib_max {config.calib_max}, calib_frac {config.calib_frac})"
+
+
+def _resume(state_path: str, model, opt, device: torch.device, total: int) -> tuple[int, list]:
+    """(step, log) of a run saved in state_path (model and optimiser restored), else (0, [])."""
+    if not os.path.isfile(state_path):
+        return 0, []
+    saved = torch.load(state_path, map_location=device, weights_only=False)
+    model.load_state_dict(saved["model"])
+    opt.load_state_dict(saved["optimizer"])
+    print(f"laya-train: resuming {os.path.dirname(state_path)} at step {saved['step']}/{total}", file=sys.stderr)
+    return saved["step"], saved["log"]
+
+
+def _one_update(model, opt, tok: Any, group: list, config: TrainConfig, parallel: bool, device: torch.device,
+                dtype: torch.dtype | None, sigma: float, gen: torch.Generator) -> tuple[float, float, int]:
+    """One optimiser update over the micro-batches of `group`: (loss sum, logit-range sum, rows)."""
+    n_rows = sum(len(c) for c in group)
+    loss_sum, spread = 0.0, 0.0
+    for chunk in group:
+        batch, target = tensors(tok, chunk, parallel)
+        logits = forward_logits(model, batch, device, dtype)
+        target, mask = target.to(logits.device), batch.marker_mask.to(logits.device)
+        if config.loss == "rlcd":
+            loss = rlcd_loss(logits, target, mask, batch.qtype.to(logits.device), sigma, config.rl_samples,
+                             config.w_sph, config.w_rps, generator=gen, rl_weight=config.rl_weight)
+        else:
+            loss = soft_ce_loss(logits, target, mask)
+        (loss * len(chunk) / n_rows).backward()
+        loss_sum += float(loss.detach()) * len(chunk)
+        spread += logit_range(logits, mask) * len(chunk)
+    torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], config.grad_clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss_sum, spread, n_rows
+
+
+def _log_line(step: int, epoch: int, loss: float, spread: float, opt, elapsed: float) -> None:
+    print(f"laya-train: step {step} epoch {epoch} loss {loss:.4f} logit_range {spread:.3f} "
+          f"lr_head {opt.param_groups[-1]['lr']:.2e} {elapsed:.0f}s", file=sys.stderr, flush=True)
 
 
 def _save_state(path: str, model, opt, step: int, log: list) -> None:
