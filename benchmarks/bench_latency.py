@@ -117,7 +117,7 @@ BREAKDOWN_CASES = ("a128", "d")
 # ---- inputs -------------------------------------------------------------------------------------
 
 def limits(agent) -> tuple[int, int]:
-    from laya.pipeline import DEFAULT_MAX_LEN
+    from laya.sequence import DEFAULT_MAX_LEN
     from laya.sequence import DEFAULT_HEAD_MAX_LEN
 
     return int(agent.cfg.get("max_len", DEFAULT_MAX_LEN)), int(agent.cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN))
@@ -297,17 +297,20 @@ class StageClock:
         setattr(obj, name, new)
 
     def __enter__(self) -> "StageClock":
-        import laya.pipeline as pipeline
-
-        # the functions Predictor._answer calls through laya.pipeline's namespace
-        for name, stage in (("encode_view", "tokenise"), ("rows_for", "rows"), ("collate", "collate")):
-            original = getattr(pipeline, name)
-            self._module_saved.append((pipeline, name, original))
-            setattr(pipeline, name, self._timed(stage, original))
         agent = self.agent
+        # the functions Predictor._answer calls through its own module's namespace
+        module = sys.modules[type(agent)._answer.__module__]
+        for name, stage in (("encode_view", "tokenise"), ("rows_for", "rows"), ("collate", "collate")):
+            original = getattr(module, name)
+            self._module_saved.append((module, name, original))
+            setattr(module, name, self._timed(stage, original))
         self._patch_instance(agent, "_infer", self._timed("infer", agent._infer))
         self._patch_instance(agent, "_result", self._timed("decode", agent._result))
-        self._patch_instance(agent.model, "forward", self._forward(agent.model.forward))
+        backend = getattr(agent, "forward_backend", None)
+        if backend is not None:  # the forward seam: Backend.call (trees before it: model.forward)
+            self._patch_instance(backend, "call", self._forward(backend.call))
+        else:
+            self._patch_instance(agent.model, "forward", self._forward(agent.model.forward))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -364,8 +367,8 @@ def breakdown(agent, case: Case, inputs: dict, calls: int) -> dict:
             "median_ms": {k: round(statistics.median(r[k] for r in per_call), 4) for k in keys},
             "mean_ms": {k: round(statistics.fmean(r[k] for r in per_call), 4) for k in keys},
             "cpus_seen": sorted(c for c in cpus if c >= 0),
-            "method": "timers around laya.pipeline.encode_view (tokenise), laya.pipeline.rows_for (rows), "
-                      "laya.pipeline.collate (collate), Agent._infer (infer), Predictor._result (decode) and "
+            "method": "timers around the Predictor module's encode_view (tokenise), rows_for (rows), "
+                      "collate (collate), Agent._infer (infer), Predictor._result (decode) and "
                       "agent.model.forward with torch.cuda.synchronize() before and after (forward; forward_host "
                       "= until it returned); infer_minus_forward = H2D copies, D2H copies, act softmax, lock; "
                       "other = total minus those stages (validation, hooks, result assembly); outside_forward = "

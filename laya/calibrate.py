@@ -450,23 +450,14 @@ def records_from_labeled(agent: Any, pairs: Iterable) -> list:
     Questions are validated like predict; a question without a target is skipped."""
     from .answers import unpermute_probs
     from .question_sets import checked_questions
-    from .questions import keeps_tail, render_state
-    from .sequence import DEFAULT_HEAD_MAX_LEN, DEFAULT_MAX_LEN, collate, tokenizer_view
 
-    cfg = agent.cfg
-    max_len = int(cfg.get("max_len", DEFAULT_MAX_LEN))
-    head_max_len = int(cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN))
     records = []
     for n, pair in enumerate(pairs):
         if not isinstance(pair, (list, tuple)) or len(pair) != 3 or not isinstance(pair[2], dict):
             raise ValueError(f"pairs[{n}] must be (state, questions, {{qid: target probabilities}}), got {pair!r:.120}")
         state, questions, targets = pair
         qs = checked_questions(questions)
-        text = state if isinstance(state, str) else render_state(state)
-        _, rows = agent._rows(text, keeps_tail(state), qs, max_len, head_max_len)
-        logits, _ = agent._infer(collate(rows, tokenizer_view(agent.tok).pad_id, agent.parallel_options))
-        logits = logits.tolist() if hasattr(logits, "tolist") else list(logits)
-        for q, z in zip(qs, logits):
+        for q, z in zip(qs, agent.decision_logits(state, questions)):
             if q.qid not in targets:
                 continue
             canonical = np.asarray(unpermute_probs(z[:q.k], q.option_order), dtype=np.float64)

@@ -52,16 +52,9 @@ from .model import N_FEATURES, head_heads
 
 HEAD_DH = 64  # the decision head partitions d into 64-wide heads (model.head_heads)
 PACK_RATIO = 1.15  # pack when the dense layout would compute 15% more rows than the real tokens
-# CUDA graphs pay off where launch gaps matter (few tokens).  Beyond this the forward is compute-bound
-# (4k tokens: ~8 ms of kernels against ~1 ms of launches, which overlap them), and under dynamic
-# batching big plans are many and rarely repeat, so capturing each (three forwards) would cost more
-# than it saves; they run eagerly instead.
+# Bigger plans are compute-bound and rarely repeat: they run without a graph (benchmarks/RESULTS.md, fast path).
 GRAPH_MAX_TOKENS = 4096
-# A plan is captured on its CAPTURE_AFTER-th run; runs before that launch the same kernels eagerly.
-# Capturing costs three forwards plus the capture itself, paid by the request that triggers it: under
-# dynamic batching most (rows, packed tokens) plans appear once or twice, and capturing each of them on
-# first sight put those costs on the request path (the serve p99).  Plans that recur get their graph;
-# warmup() runs each shape this many times, so warmed shapes are captured up front.
+# A plan is captured on its CAPTURE_AFTER-th run: one-off plans under dynamic batching never pay a capture.
 CAPTURE_AFTER = 3
 
 

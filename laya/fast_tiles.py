@@ -7,14 +7,9 @@ def _t(bm, bn, bk, stages, threads, splits=0):
     return dict(bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, splits=splits)
 
 
-# Tiles per token-row class: a plan of M rows uses the first class whose bound holds M.  Measured on the
-# H200 at ModernBERT-large shapes, each GEMM timed inside a CUDA graph with its weights streamed from HBM
-# (benchmarks/bench_tiles.py -> small_gemm_h200_2026-11-29.json, tiles_large_h200_2026-11-29.json: the
-# large-M entries are within 1% of the best tried there; at M=90112, tiles_90112_h200_2026-11-30.json,
-# QKV is 11% behind cuBLAS, GEGLU 21% behind cuBLAS's plain GEMM, the d-wide outputs with their add_ln
-# 5-6% behind cuBLAS + the same add_ln).  Few rows are bandwidth- and launch-bound: narrow
-# tiles, and for the d-wide residual GEMMs split-K (splits > 0), whose fp32 partials the following
-# residual-add + LayerNorm sums, so it costs no extra kernel.
+# Tiles per token-row class (a plan of M rows uses the first class whose bound holds M), from H200 sweeps:
+# small_gemm_h200_2026-11-29.json, tiles_large_h200_2026-11-29.json (benchmarks/RESULTS.md, bench_tiles).
+# splits > 0: split-K, whose fp32 partials the following residual-add + LayerNorm sums.
 M_CLASSES = (32, 64, 128, 256, 512, 1024, 2048, None)
 GPU_TILES = {
     # N >= 3d: the encoder's and the head's QKV, the head's 4d-wide first FFN layer

@@ -184,6 +184,19 @@ class Predictor(HookRegistry, StructuredDecisions):
                                                   act[offset:offset + k], cal, lang, min_confidence, plans=plans)
         return results  # type: ignore[return-value]
 
+    def decision_logits(self, state: Any, questions: dict, max_len: int | None = None,
+                        head_max_len: int | None = None) -> list[list[float]]:
+        """Each question's raw decision logits for one state (slot order, before temperatures), from the same
+        rows and forward as predict, without hooks: what calibration and evaluation fit on."""
+        qs = question_set(questions).qs
+        if not qs:
+            return []
+        max_len, head_max_len = self._row_limits(max_len, head_max_len)
+        _, rows = self._rows(render_state(state), keeps_tail(state), list(qs), max_len, head_max_len)
+        logits, _ = self._infer(collate(rows, tokenizer_view(self.tok).pad_id, self.parallel_options))
+        logits = logits.tolist() if hasattr(logits, "tolist") else [list(z) for z in logits]
+        return [z[:q.k] for q, z in zip(qs, logits)]
+
     def _row_limits(self, max_len: int | None, head_max_len: int | None) -> tuple[int, int]:
         """(max_len, head_max_len) of a call: the caller's, else the checkpoint config's; checked."""
         cfg = self.cfg

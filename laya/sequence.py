@@ -279,10 +279,8 @@ def collate(rows: list[Row], pad_id: int, parallel: bool = False) -> Batch:
     """Right-pad rows into one batch (rows in (state, question) order); `parallel` adds the parallel
     option layout's position and option ids (laya.parallel_layout).
 
-    Each tensor is assembled as bytes and wrapped without a copy, so a batch costs ten numpy/torch calls
-    however many rows it has. With the CPU caches cold, as they are around a model forward, every numpy or
-    torch call costs several microseconds whatever it does (benchmarks/bench_overhead.py), while joining
-    bytes is a memcpy.
+    Each tensor is assembled as bytes and wrapped without a copy: ten numpy/torch calls however many rows
+    (benchmarks/RESULTS.md, bench_overhead).
     """
     n = len(rows)
     width = max([len(r.ids) for r in rows])

@@ -1,8 +1,8 @@
 """Garbage-collector policy of a serving process: freeze what a checkpoint load leaves, collect young objects
 less often.
 
-A full collection over the ~400k objects a loaded server holds took 90-300 ms with the GIL held, stalling every
-request in flight; frozen, the collector scans only what requests allocated.
+A full collection over a loaded server's heap holds the GIL long enough to stall requests in flight
+(benchmarks/RESULTS.md, bench_serve); frozen, the collector scans only what requests allocated.
 """
 
 from __future__ import annotations
