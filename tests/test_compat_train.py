@@ -151,3 +151,17 @@ def test_evaluate_records_and_report():
     assert set(out["by_type"]) == {"choice", "noul"} and out["by_type"]["choice"]["accuracy"] == 1.0
     report = T.calibration_report(records, [2.0, 1.0, 2.0])
     assert report["n"] == 3 and report["ece_after"] is not None and report["temperature"] == [2.0, 1.0, 2.0]
+
+
+def test_train_model_on_items(tiny_checkpoint):
+    model, tok, cfg = T.load_checkpoint(tiny_checkpoint)
+    rows = [{"state": f"ticket {i}", "questions": {"team": {"type": "choice", "instructions": "Team?",
+                                                             "criteria": ["billing", "tech", "sales"]}},
+             "expected": {"team": ["billing", "tech", "sales"][i % 3]}} for i in range(12)]
+    items, skipped = T.items_from_rows(tok, rows, 64, 48)
+    assert skipped == {} and len(items) == 12
+    seen = []
+    config = T.TrainConfig(epochs=2, micro_batch=4, grad_accum=1, amp="off", shuffle_options=("choice",),
+                           loss="soft-ce")
+    losses = T.train_model(model, tok, items, config, "cpu", 64, 48, on_epoch_end=lambda e, loss: seen.append(e))
+    assert len(losses) == 2 and all(np.isfinite(losses)) and seen == [0, 1]

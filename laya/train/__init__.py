@@ -12,7 +12,7 @@ from .collapse import (CALIB_WARN_N, COLLAPSE_CE_REL, COLLAPSE_LOGIT_RANGE, cali
 from .config import LOSSES, TrainConfig, optimizer_updates, update_budget_message
 from .data import (Example, draw_option_order, load_examples, load_gold_jsonl, load_text_label, read_jsonl,
                    target_from_expected, target_from_gold, to_internal)
-from .finetune import dry_run, finetune, load_checkpoint, resolve_checkpoint_dir, resolve_device
+from .finetune import dry_run, finetune, load_checkpoint, resolve_checkpoint_dir, resolve_device, train_model
 from .items import (calibration_report, encode_item, encode_state, evaluate_records, items_from_rows, make_item,
                     read_data, rows_from_csv)
 from .loop import calibration_records, init_model, save_checkpoint, split_calibration, train
@@ -26,4 +26,4 @@ __all__ = ["CALIB_WARN_N", "COLLAPSE_CE_REL", "COLLAPSE_LOGIT_RANGE", "Example",
            "optimizer_updates", "prior_collapse_message", "proper_reward", "read_jsonl", "recalibrate",
            "resolve_checkpoint_dir", "resolve_device", "rlcd_loss", "save_checkpoint", "sigma_at", "soft_ce_loss",
            "split_calibration", "target_from_expected", "target_from_gold", "td_lambda_targets", "to_internal",
-           "train", "update_budget_message"]
+           "train", "train_model", "update_budget_message"]

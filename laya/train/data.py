@@ -92,7 +92,7 @@ def read_jsonl(path: str) -> list:
 def draw_option_order(item: Any, rng: Any, shuffle_types: Any = None) -> list[int] | None:
     """A random option order for this example's question, or None (one option, or its type not in
     shuffle_types; None = every type)."""
-    q = item.question
+    q = item["question"] if isinstance(item, dict) else item.question
     if q.k <= 1 or (shuffle_types is not None and q.qtype not in shuffle_types):
         return None
     order = list(range(q.k))

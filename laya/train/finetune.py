@@ -119,3 +119,63 @@ def finetune(data: Any, model_dir: str, output_dir: str, config: TrainConfig | N
             "temperature_by_options": saved.get("temperature_by_options", {}), "n_by_bucket": fit.get("n_by_bucket", {}),
             "calibration": fit, "abstention_thresholds": (saved.get("training") or {}).get("abstention_thresholds", {}),
             "train_report": meta, "output_dir": output_dir}
+
+
+def _item_row(tok: Any, item: dict, max_len: int, head_max_len: int, rng: Any, types: tuple) -> tuple:
+    """(Row, slot-order target) of an item, its options shuffled when rng is given and its type is in types."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from ..sequence import build_row
+    from .data import draw_option_order
+
+    q, target = item["question"], np.asarray(item["target"], dtype=np.float64)
+    order = draw_option_order(item, rng, types) if rng is not None else None
+    if order is not None:
+        q, target = replace(q, option_order=tuple(order)), target[order]
+    return build_row(tok, q, item["state_ids"], item.get("keep_tail", False), max_len, head_max_len), target
+
+
+def train_model(model: Any, tok: Any, items: list, config: TrainConfig, device: Any, max_len: int,
+                head_max_len: int, on_epoch_end: Any = None, parallel: bool = False) -> list[float]:
+    """Train `model` in place on items (items_from_rows) for config.epochs; returns each epoch's mean loss.
+    `on_epoch_end(epoch, loss)` is called after every epoch. Same updates as `train`, without its files."""
+    import math
+    import random
+
+    import torch
+
+    from .config import shuffle_types
+    from .loop import amp_dtype, batches, _one_update
+    from .objectives import sigma_at_progress
+    from .optim import freeze, make_optimizer, set_lr
+
+    config = config.validate()
+    if not items:
+        raise ValueError("train_model needs at least one item")
+    device = resolve_device(device)
+    freeze(model, config)
+    model.to(device).train()
+    opt, dtype, types = make_optimizer(model, config), amp_dtype(config, device), shuffle_types(config)
+    total = config.max_steps or optimizer_updates(len(items), config.micro_batch, config.grad_accum, config.epochs)
+    gen = torch.Generator(device=device).manual_seed(config.seed * 1000)
+    losses, step = [], 0
+    for epoch in range(math.ceil(config.epochs)):
+        rng = random.Random(f"{config.seed}:{epoch}")
+        rows = [_item_row(tok, it, max_len, head_max_len, rng if types else None, types) for it in items]
+        plan = batches(rows, config.micro_batch, rng, config.length_window)
+        sums, n_rows = 0.0, 0
+        for j in range(0, len(plan), config.grad_accum):
+            if step >= total:
+                break
+            set_lr(opt, step, total, config)
+            sigma = sigma_at_progress(step / total, config.sigma_start, config.sigma_end)
+            loss_sum, _, n = _one_update(model, opt, tok, plan[j:j + config.grad_accum], config, parallel, device,
+                                         dtype, sigma, gen)
+            sums, n_rows, step = sums + loss_sum, n_rows + n, step + 1
+        if n_rows:
+            losses.append(sums / n_rows)
+            if on_epoch_end is not None:
+                on_epoch_end(epoch, losses[-1])
+    return losses
