@@ -7,7 +7,7 @@ Re-exports (one implementation each, defined where it is used):
   laya.calibrate:        ece_score
   laya.parallel_layout:  OPTION_LAYOUTS (its LAYOUTS)
   laya.sequence_names:   render_options(q), build_head, build_sequence, state_room, collate_items, encode_text,
-                         window_budget, collapsed_options, uses_parallel_layout, parallel_layout,
+                         window_budget, window_batch_cap, collapsed_options, uses_parallel_layout, parallel_layout,
                          parallel_option_masks (adapters under the published names and argument order)
   torch-backed, resolved on first access so that `import laya.common` itself stays torch-free:
   laya.model: DecisionModel, build_model; laya.device: amp_dtype;
@@ -26,7 +26,7 @@ from .parallel_layout import LAYOUTS as OPTION_LAYOUTS
 from .questions import QTYPE_NAMES, QTYPES, render_criterion
 from .sequence_names import (build_head, build_sequence, collapsed_options, collate_items, encode_text,
                              parallel_layout, parallel_option_masks, render_options, state_room,
-                             uses_parallel_layout, window_budget)
+                             uses_parallel_layout, window_batch_cap, window_budget)
 
 _TORCH = {"proper_reward": "laya.train.objectives", "td_lambda_targets": "laya.train.objectives",
           "DecisionModel": "laya.model", "build_model": "laya.model", "amp_dtype": "laya.device"}
@@ -36,7 +36,7 @@ __all__ = ["DecisionModel", "OPTION_LAYOUTS", "QTYPES", "QTYPE_NAMES", "TEMP_MAX
            "collapsed_options", "collate_items", "confidence_from_probs", "ece_score", "encode_text",
            "parallel_layout", "parallel_option_masks", "proper_reward", "render_criterion", "render_options",
            "resolve_lang_temperatures", "serialize_state", "state_room", "td_lambda_targets", "temp_bucket",
-           "temperature_rejected", "unpermute_probs", "uses_parallel_layout", "window_budget"]
+           "temperature_rejected", "unpermute_probs", "uses_parallel_layout", "window_batch_cap", "window_budget"]
 
 
 def serialize_state(state: Any) -> str:

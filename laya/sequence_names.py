@@ -121,6 +121,19 @@ def window_budget(tok: Any, questions: Any, max_len: int = DEFAULT_MAX_LEN, head
     return effective, step, room
 
 
+def window_batch_cap(n_windows: int, window: int, config_budget: Any, batch_size: int | None = None) -> int | None:
+    """Windows answered per forward pass: at most batch_size, and at most as many windows of `window` tokens
+    as a token budget (config_budget) holds (at least 1); None when neither bounds the n_windows."""
+    from .answers import positive_int
+
+    caps = []
+    if batch_size is not None:
+        caps.append(positive_int(batch_size, "batch_size"))
+    if config_budget:
+        caps.append(max(1, int(config_budget) // max(1, int(window))))
+    return min(min(caps), max(1, n_windows)) if caps else None
+
+
 def _option_stats(item: Any) -> tuple[int, int, int | None]:
     if isinstance(item, dict):
         return item["options"], item["options_distinct"], item.get("tokens_per_option")

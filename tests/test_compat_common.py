@@ -133,3 +133,10 @@ def test_tl_kernels_names():
 
     assert tl.FAST == {PassConfigKey.TL_ENABLE_FAST_MATH: True}
     assert math.isfinite(len(tl.FAST))
+
+
+def test_window_batch_cap():
+    assert common.window_batch_cap(10, 100, None) is None
+    assert common.window_batch_cap(10, 100, 450) == 4
+    assert common.window_batch_cap(10, 100, 450, batch_size=2) == 2
+    assert common.window_batch_cap(3, 100, 10_000) == 3 and common.window_batch_cap(10, 100, 50) == 1
