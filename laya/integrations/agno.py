@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .selection import LayaControls, LayaLowConfidenceError, Screen, check_fallback, choose
+from .controls import PolicyViolation
 from .text import extract_text
 
 __all__ = ["AgnoAgent", "AgnoRouteDecision", "AgnoTeam", "LayaAgnoGuardrail", "LayaAgnoGuardrailError",
@@ -114,15 +115,8 @@ class LayaAgnoRouter(LayaControls):
         return await self.aroute(message, agents)
 
 
-class LayaAgnoGuardrailError(ValueError):
-    """A message that broke the guardrail policy: `.violations`, `.raw_decision`."""
-
-    def __init__(self, message: str, violations: dict | None = None, raw_decision: Any = None):
-        super().__init__(message)
-        self.violations, self.raw_decision = dict(violations or {}), raw_decision
-
-    def __reduce__(self) -> tuple:
-        return (type(self), (str(self), self.violations, self.raw_decision))
+class LayaAgnoGuardrailError(PolicyViolation):
+    """A message that broke the guardrail policy. `.violations`, `.raw_decision`."""
 
 
 class LayaAgnoGuardrail(Screen):

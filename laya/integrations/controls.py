@@ -252,3 +252,14 @@ def violations(answers: dict, threshold: float, questions: dict | None = None) -
                 out[qid] = {"score": answer.get("score"), "probability": round(mass, 4),
                             "confidence": confidence_of(answer)}
     return out
+
+
+class PolicyViolation(ValueError):
+    """An input that broke a guardrail policy: `.violations` {qid: details}, `.raw_decision` (the laya result)."""
+
+    def __init__(self, message: str, violations: dict | None = None, raw_decision: Any = None):
+        super().__init__(message)
+        self.violations, self.raw_decision = dict(violations or {}), raw_decision
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (str(self), self.violations, self.raw_decision))

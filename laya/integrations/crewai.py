@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .selection import LayaControls, LayaLowConfidenceError, Screen, check_fallback, choose
+from .controls import PolicyViolation
 from .text import extract_text
 
 __all__ = ["CrewAgent", "CrewRouteDecision", "CrewTask", "LayaCrewRouter", "LayaLowConfidenceError",
@@ -102,15 +103,8 @@ class LayaCrewRouter(LayaControls):
         return await asyncio.to_thread(self.delegate, task, agents)
 
 
-class LayaTaskGuardError(ValueError):
-    """A task that broke the guardrail policy: `.violations`, `.raw_decision`."""
-
-    def __init__(self, message: str, violations: dict | None = None, raw_decision: Any = None):
-        super().__init__(message)
-        self.violations, self.raw_decision = dict(violations or {}), raw_decision
-
-    def __reduce__(self) -> tuple:
-        return (type(self), (str(self), self.violations, self.raw_decision))
+class LayaTaskGuardError(PolicyViolation):
+    """A task that broke the guardrail policy. `.violations`, `.raw_decision`."""
 
 
 class LayaTaskGuard(Screen):

@@ -11,7 +11,7 @@ from typing import Any, Optional, Union
 
 from ..presets import guard_questions, triage_questions
 from .base import LANGCHAIN_AVAILABLE, LayaRunnable, controls_from
-from .controls import check_threshold, confidence_of, violations
+from .controls import PolicyViolation, check_threshold, confidence_of, violations
 
 __all__ = ["LANGCHAIN_AVAILABLE", "LayaDecision", "LayaEvaluator", "LayaGuardrail", "LayaGuardrailError",
            "LayaRouter", "LayaTriage"]
@@ -47,16 +47,8 @@ class LayaRouter(LayaRunnable):
         return answer["choice"]
 
 
-class LayaGuardrailError(ValueError):
-    """An input that broke the guardrail policy: `.violations` {qid: details}, `.raw_decision` (the laya result)."""
-
-    def __init__(self, message: str, violations: dict | None = None, raw_decision: Any = None):
-        super().__init__(message)
-        self.violations = dict(violations or {})
-        self.raw_decision = raw_decision
-
-    def __reduce__(self) -> tuple:
-        return (type(self), (str(self), self.violations, self.raw_decision))
+class LayaGuardrailError(PolicyViolation):
+    """An input that broke the guardrail policy. `.violations`, `.raw_decision`."""
 
 
 class LayaGuardrail(LayaRunnable):
