@@ -24,7 +24,7 @@ from .backends.compile import LegacyCompiled, check_compile_mode, compile_model,
 from .backends.eager import EagerBackend
 from .model import build_model
 from .parallel_layout import require_modernbert
-from .predictor import NO_SCOPE, Predictor
+from .predictor import NO_SCOPE, Predictor, check_batch_invariant
 from .registry import BUNDLE_REPO, looks_local, resolve_model_spec
 from .sequence import WARMUP_SHAPES, Batch, encode_many, tokenizer_view
 
@@ -73,12 +73,14 @@ class Agent(Predictor):
                  hooks: Any = None, on_predict_start: Any = None, on_predict_end: Any = None,
                  hooks_raise: bool = True, hooks_concurrent: bool = True, hooks_timeout: float | None = None,
                  calibration: str | None = None, backend: str | None = None, compile_warmup: bool = True,
-                 compile_cache: bool = False, compile_mode: str = "default", aoti_path: str | None = None):
+                 compile_cache: bool = False, compile_mode: str = "default", aoti_path: str | None = None,
+                 batch_invariant: bool = False):
         backend, backend_options, fast, compile = _backend_arguments(backend, aoti_path, fast, compile)
         if compile and not fast and compile_cache:
             os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())
             os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
         self._setup_hooks(hooks, on_predict_start, on_predict_end, hooks_raise, hooks_concurrent, hooks_timeout)
+        self.batch_invariant = check_batch_invariant(batch_invariant)
 
         self.model_id_or_path = model_id_or_path
         self.model_id = str(model_id_or_path)
@@ -379,7 +381,8 @@ def load(model_id_or_path: str = BUNDLE_REPO, device: Any = None, token: str | N
          on_predict_start: Any = None, on_predict_end: Any = None, hooks_raise: bool = True,
          hooks_concurrent: bool = True, hooks_timeout: float | None = None, calibration: str | None = None,
          backend: str | None = None, onnx_path: str | None = None, compile_warmup: bool = True,
-         compile_cache: bool = False, compile_mode: str = "default", aoti_path: str | None = None) -> Any:
+         compile_cache: bool = False, compile_mode: str = "default", aoti_path: str | None = None,
+         batch_invariant: bool = False) -> Any:
     """An agent for a checkpoint: a local directory, a Hub id, or a registry name (english, multilingual, ...)."""
     if subfolder is None and not looks_local(str(model_id_or_path)):
         spec = resolve_model_spec(str(model_id_or_path))
@@ -392,9 +395,12 @@ def load(model_id_or_path: str = BUNDLE_REPO, device: Any = None, token: str | N
                          revision=revision, expected_sha256=expected_sha256, lang_temperatures=lang_temperatures,
                          calibration=calibration, hooks=hooks, on_predict_start=on_predict_start,
                          on_predict_end=on_predict_end, hooks_raise=hooks_raise, hooks_concurrent=hooks_concurrent,
-                         hooks_timeout=hooks_timeout)
+                         hooks_timeout=hooks_timeout,
+                         **({} if batch_invariant is False else {"batch_invariant": batch_invariant}))
     # an explicit backend (and our aoti_path) only when given: an Agent-like class need not know them
     chosen = {k: v for k, v in (("backend", backend), ("aoti_path", aoti_path)) if v is not None}
+    if batch_invariant is not False:
+        chosen["batch_invariant"] = batch_invariant
     return Agent(model_id_or_path, device=device, token=token, subfolder=subfolder, fast=fast, compile=compile,
                  revision=revision, expected_sha256=expected_sha256, lang_temperatures=lang_temperatures,
                  hooks=hooks, on_predict_start=on_predict_start, on_predict_end=on_predict_end,

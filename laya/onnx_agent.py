@@ -20,7 +20,7 @@ from .backends.onnx import (CPU_EP, CUDA_EP, MIN_MARKERS, OUTPUT_NAMES, PREFIX, 
 from .checkpoint import file_sha256, load_config, load_tokenizer, parse_digest_env, resolve_checkpoint_dir, \
     verify_digests
 from .parallel_layout import eager_only
-from .predictor import Predictor
+from .predictor import Predictor, check_batch_invariant
 from .registry import BUNDLE_REPO
 from .sequence import Batch
 
@@ -69,8 +69,9 @@ class ONNXAgent(Predictor):
                  hooks: Any = None, on_predict_start: Any = None, on_predict_end: Any = None,
                  hooks_raise: bool = True, hooks_concurrent: bool = True, hooks_timeout: float | None = None,
                  lang_temperatures: dict | None = None, calibration: str | None = None, providers: Any = None,
-                 threads: int | None = None):
+                 threads: int | None = None, batch_invariant: bool = False):
         self._setup_hooks(hooks, on_predict_start, on_predict_end, hooks_raise, hooks_concurrent, hooks_timeout)
+        self.batch_invariant = check_batch_invariant(batch_invariant)
         self.model_id_or_path = model_id_or_path
         self.model_id = str(model_id_or_path)
         self.subfolder = subfolder

@@ -32,6 +32,12 @@ from .structured import StructuredDecisions
 NO_SCOPE = contextlib.nullcontext()  # (reusable: it keeps no state)
 
 
+def check_batch_invariant(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"batch_invariant must be True or False, got {value!r}")
+    return value
+
+
 class Predictor(HookRegistry, StructuredDecisions):
     MODEL_NAME = "laya-rl-agent"
 
@@ -44,6 +50,8 @@ class Predictor(HookRegistry, StructuredDecisions):
     model_id_or_path: Any
     subfolder: str | None
     parallel_options = False  # the parallel option layout (spec 3.9): Agent only, eager forward only
+    # True: every row runs alone at its own length, so a row's numbers never depend on its batch company
+    batch_invariant = False
 
     def _infer(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -174,15 +182,23 @@ class Predictor(HookRegistry, StructuredDecisions):
                 for c in range(0, len(idx), chunk):
                     part = idx[c:c + chunk]
                     rows = [r for i in part for r in encoded[i - start][1]]
-                    logits, act = self._infer(collate(rows, view.pad_id, self.parallel_options))
-                    logits = logits.tolist()  # plain floats: decoding is per element
-                    if not isinstance(act, list):
-                        act = act.tolist()
+                    logits, act = self._forward_rows(rows, view.pad_id)
                     for j, i in enumerate(part):
                         offset = j * k
                         results[i] = self._result(qs, encoded[i - start], logits[offset:offset + k],
                                                   act[offset:offset + k], cal, lang, min_confidence, plans=plans)
         return results  # type: ignore[return-value]
+
+    def _forward_rows(self, rows: list[Row], pad_id: int) -> tuple[list, list]:
+        """(logits, act probabilities) of rows as lists, one forward for all, or one per row when batch_invariant."""
+        groups = [[r] for r in rows] if self.batch_invariant and len(rows) > 1 else [rows]
+        logits: list = []
+        act: list = []
+        for group in groups:
+            z, a = self._infer(collate(group, pad_id, self.parallel_options))
+            logits += z.tolist()
+            act += a if isinstance(a, list) else a.tolist()
+        return logits, act
 
     def decision_logits(self, state: Any, questions: dict, max_len: int | None = None,
                         head_max_len: int | None = None) -> list[list[float]]:
@@ -193,8 +209,7 @@ class Predictor(HookRegistry, StructuredDecisions):
             return []
         max_len, head_max_len = self._row_limits(max_len, head_max_len)
         _, rows = self._rows(render_state(state), keeps_tail(state), list(qs), max_len, head_max_len)
-        logits, _ = self._infer(collate(rows, tokenizer_view(self.tok).pad_id, self.parallel_options))
-        logits = logits.tolist() if hasattr(logits, "tolist") else [list(z) for z in logits]
+        logits, _ = self._forward_rows(rows, tokenizer_view(self.tok).pad_id)
         return [z[:q.k] for q, z in zip(qs, logits)]
 
     def _row_limits(self, max_len: int | None, head_max_len: int | None) -> tuple[int, int]:

@@ -68,3 +68,14 @@ def aoti_package(aoti_check) -> str:
     if proc.returncode != 0 or not os.path.isfile(aoti_check["package"]):
         pytest.fail("scripts/check_aoti.py did not produce a package:\n" + proc.stdout[-3000:] + proc.stderr[-3000:])
     return aoti_check["package"]
+
+
+@pytest.fixture(scope="session")
+def onnx_graph(tiny_checkpoint, agent, tmp_path_factory) -> str:
+    """The tiny checkpoint exported once per session with the default (dynamo) exporter."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from laya.export import onnx as export
+
+    path = str(tmp_path_factory.mktemp("onnx") / "laya.onnx")
+    return export.export_module(agent.model, path)

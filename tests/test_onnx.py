@@ -27,13 +27,6 @@ STATES = ["I want my money back for order 1234.", {"message": "The app crashes o
 
 
 @pytest.fixture(scope="session")
-def onnx_graph(tiny_checkpoint, agent, tmp_path_factory) -> str:
-    """The tiny checkpoint exported once per session with the default (dynamo) exporter."""
-    path = str(tmp_path_factory.mktemp("onnx") / "laya.onnx")
-    return export.export_module(agent.model, path)
-
-
-@pytest.fixture(scope="session")
 def onnx_agent_(tiny_checkpoint, onnx_graph):
     return onnx_agent.ONNXAgent(tiny_checkpoint, onnx_path=onnx_graph, threads=2)
 

@@ -50,9 +50,11 @@ def build_router(cfg: ServeConfig) -> Any:
     """The Router of a `ServeConfig` (the `laya serve` flags); `laya.serve.build_router()` reads the env."""
     from ..router import Router
 
+    agent_kwargs = {"backend": cfg.backend} if cfg.backend else {}
+    if cfg.batch_invariant:
+        agent_kwargs["batch_invariant"] = True
     return Router(models=dict(cfg.extra_models), device=cfg.device, max_loaded=cfg.max_loaded,
-                  default=cfg.default_model, auto_task_detection=cfg.auto_task,
-                  agent_kwargs={"backend": cfg.backend} if cfg.backend else None)
+                  default=cfg.default_model, auto_task_detection=cfg.auto_task, agent_kwargs=agent_kwargs or None)
 
 
 def served_names(cfg: ServeConfig, router: Any) -> list[str]:
@@ -409,7 +411,8 @@ class Server:
         names = self.served if self.custom_only or not self.batched else known_names(self.router)
         default = self.auto_default if self.custom_only else getattr(self.router, "default", None)
         data = [{"id": name, "object": "model", "loaded": name in agents, "default": name == default,
-                 "backend": getattr(agents.get(name), "backend", None), "description": description(self.router, name)}
+                 "backend": getattr(agents.get(name), "backend", None), "description": description(self.router, name),
+                 "batch_invariant": bool(getattr(agents.get(name), "batch_invariant", self.cfg.batch_invariant))}
                 for name in names]
         return {"object": "list", "data": data}
 

@@ -24,6 +24,7 @@ class ServeConfig:
     port: int = DEFAULT_PORT
     device: str | None = None
     backend: str = "auto"
+    batch_invariant: bool = False  # every row alone: an answer never depends on what it was batched with
     preload: bool = True
     models: tuple[str, ...] = ()  # names to serve and preload; empty = the extra_models names, or all registered
     extra_models: dict = field(default_factory=dict)  # {name: local dir or Hub id}
@@ -165,7 +166,8 @@ def _text(name: str, raw: str) -> str:
 
 ENV = {
     "LAYA_HOST": ("host", _text), "LAYA_PORT": ("port", _port), "LAYA_DEVICE": ("device", _text),
-    "LAYA_BACKEND": ("backend", _text), "LAYA_PRELOAD": ("preload", _bool), "LAYA_MODELS": ("models", _names),
+    "LAYA_BACKEND": ("backend", _text), "LAYA_BATCH_INVARIANT": ("batch_invariant", _bool),
+    "LAYA_PRELOAD": ("preload", _bool), "LAYA_MODELS": ("models", _names),
     "LAYA_EXTRA_MODELS": ("extra_models", parse_extra_models), "LAYA_DEFAULT_MODEL": ("default_model", _text),
     "LAYA_MAX_LOADED": ("max_loaded", _lenient_int(1, None, 2)), "LAYA_AUTO_TASK": ("auto_task", _bool),
     "LAYA_THREADS": ("threads", _lenient_int(1, None, None)),
@@ -264,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "multilingual); on a server of custom checkpoints only, every request without 'model'")
     p.add_argument("--device", help="cpu, cuda, cuda:N, mps or auto")
     p.add_argument("--backend", help="eager, compile, tilelang or auto (default auto)")
+    p.add_argument("--batch-invariant", dest="batch_invariant", action="store_true", default=None,
+                   help="answer every row alone, so dynamic batching never changes an answer's bits (slower)")
     p.add_argument("--no-preload", dest="preload", action="store_false", default=None,
                    help="load checkpoints on first use instead of at start")
     p.add_argument("--max-loaded", type=int)

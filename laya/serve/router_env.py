@@ -62,9 +62,14 @@ def router_arguments() -> dict:
     max_loaded = _positive_int(os.environ.get("LAYA_MAX_LOADED"))
     if max_loaded is not None:  # anything else leaves the Router default
         kwargs["max_loaded"] = max_loaded
+    agent_kwargs = {}
     backend = _setting("LAYA_BACKEND")
     if backend:
-        kwargs["agent_kwargs"] = {"backend": backend}
+        agent_kwargs["backend"] = backend
+    if _setting("LAYA_BATCH_INVARIANT", False):
+        agent_kwargs["batch_invariant"] = True
+    if agent_kwargs:
+        kwargs["agent_kwargs"] = agent_kwargs
     return kwargs
 
 
