@@ -204,6 +204,11 @@ class Row:
     # question. None = collate copies `ids`.
     source: Any = field(default=None, repr=False, compare=False)
 
+    @property
+    def head_len(self) -> int:
+        """Tokens of the row's head ([CLS] ... closing [SEP]): the parallel layout's positions."""
+        return len(self.head.ids)
+
 
 def build_row(tok: Any, q: Question, state_ids: list[int], keep_tail: bool,
               max_len: int, head_max_len: int) -> Row:
@@ -275,9 +280,9 @@ class Batch:
         return self.input_ids, self.attention_mask, self.marker_pos, self.marker_mask, self.qtype
 
 
-def collate(rows: list[Row], pad_id: int, parallel: bool = False) -> Batch:
-    """Right-pad rows into one batch (rows in (state, question) order); `parallel` adds the parallel
-    option layout's position and option ids (laya.parallel_layout).
+def collate(rows: list, pad_id: int, parallel: bool = False) -> Batch:
+    """Right-pad rows (Rows, or training rows with ids, markers, qtype, head_len) into one batch, in
+    (state, question) order; `parallel` adds the parallel option layout's position and option ids.
 
     Each tensor is assembled as bytes and wrapped without a copy: ten numpy/torch calls however many rows
     (benchmarks/RESULTS.md, bench_overhead).
@@ -291,9 +296,9 @@ def collate(rows: list[Row], pad_id: int, parallel: bool = False) -> Batch:
     qtype = bytearray()
     for r in rows:
         length, markers = len(r.ids), len(r.markers)
-        head = r.head
-        if r.source is not None and head.id_bytes is not None:  # ids == [*head.ids, *state[start:stop], SEP]
-            state, start, stop = r.source
+        head, source = getattr(r, "head", None), getattr(r, "source", None)  # (training rows carry neither)
+        if source is not None and head.id_bytes is not None:  # ids == [*head.ids, *state[start:stop], SEP]
+            state, start, stop = source
             entry = packed.get(id(state))
             if entry is None:
                 entry = packed[id(state)] = (state, int64_bytes(state))  # holds `state`: its id stays valid
@@ -319,8 +324,8 @@ def collate(rows: list[Row], pad_id: int, parallel: bool = False) -> Batch:
                   from_numpy(array((n, k), _INT64, marker_pos)), from_numpy(array((n, k), _BOOL, marker_mask)),
                   from_numpy(array((n,), _INT64, qtype)), rows)
     if parallel:
-        batch.position_ids, batch.option_ids = parallel_ids([(len(r.ids), len(r.head.ids), r.markers)
-                                                              for r in rows], width)
+        batch.position_ids, batch.option_ids = parallel_ids([(len(r.ids), r.head_len, r.markers) for r in rows],
+                                                            width)
     return batch
 
 

@@ -149,11 +149,15 @@ def test_decode_of_extreme_logits_matches_the_textbook_formula():
 # ---- collation --------------------------------------------------------------------------------
 
 def numpy_collate(rows, pad_id):
-    """Collation as numpy buffers filled row by row (the layout `collate` must reproduce): the training
-    loop's collate_train, which builds the same layout that way."""
-    from laya.train.loop import collate_train
-
-    return collate_train(rows, pad_id).tensors()
+    """Collation as numpy buffers filled row by row (the layout `collate` must reproduce)."""
+    n, width, k = len(rows), max(len(r.ids) for r in rows), max(len(r.markers) for r in rows)
+    ids, mask = np.full((n, width), pad_id, dtype=np.int64), np.zeros((n, width), dtype=np.int64)
+    pos, live = np.zeros((n, k), dtype=np.int64), np.zeros((n, k), dtype=np.bool_)
+    for i, r in enumerate(rows):
+        ids[i, :len(r.ids)], mask[i, :len(r.ids)] = r.ids, 1
+        pos[i, :len(r.markers)], live[i, :len(r.markers)] = r.markers, True
+    qtype = np.array([r.qtype for r in rows], dtype=np.int64)
+    return tuple(torch.from_numpy(a) for a in (ids, mask, pos, live, qtype))
 
 
 def test_collate_matches_numpy_buffers(tok):

@@ -160,7 +160,7 @@ def test_finetuning_keeps_or_switches_the_layout(parallel_run, tmp_path):
 
 @needs_v5
 def test_train_rows_and_rows_collate_the_same_parallel_ids(tiny_checkpoint):
-    """collate_train (compact TrainRows) and sequence.collate give the same parallel position/option ids."""
+    """Compact TrainRows and full Rows collate (sequence.collate) to the same parallel position/option ids."""
     from laya.train import loop
 
     model, tok, cfg = loop.init_model(tiny_checkpoint, max_len=128, head_max_len=96, option_layout="parallel")

@@ -30,7 +30,7 @@ from ..answers import temp_bucket
 from ..calibrate import fit_abstention_thresholds, fit_temperature_map
 from ..parallel_layout import call_model, check_layout, require_modernbert
 from ..questions import keeps_tail, render_state
-from ..sequence import Batch, build_row, collate, encode, parallel_ids, scrub_mask, tokenizer_view
+from ..sequence import build_row, collate, encode, scrub_mask, tokenizer_view
 from .config import TrainConfig, optimizer_updates, shuffle_types  # noqa: F401 (TrainConfig: re-export)
 from .data import Example, check_finite, draw_option_order, load_examples, with_option_order
 from .collapse import calibration_warnings
@@ -236,31 +236,11 @@ def batches(rows: list[tuple], size: int, rng: random.Random, window_batches: in
     return out
 
 
-def collate_train(rows: list[TrainRow], pad_id: int, parallel: bool = False) -> Batch:
-    """Right-padded batch of TrainRows (the layout of sequence.collate, `parallel` included)."""
-    n, width, k = len(rows), max(len(r.ids) for r in rows), max(len(r.markers) for r in rows)
-    input_ids = np.full((n, width), pad_id, dtype=np.int64)
-    attention_mask = np.zeros((n, width), dtype=np.int64)
-    marker_pos = np.zeros((n, k), dtype=np.int64)
-    marker_mask = np.zeros((n, k), dtype=np.bool_)
-    for i, r in enumerate(rows):
-        input_ids[i, :len(r.ids)] = r.ids
-        attention_mask[i, :len(r.ids)] = 1
-        marker_pos[i, :len(r.markers)] = r.markers
-        marker_mask[i, :len(r.markers)] = True
-    qtype = np.array([r.qtype for r in rows], dtype=np.int64)
-    batch = Batch(*(torch.from_numpy(a) for a in (input_ids, attention_mask, marker_pos, marker_mask, qtype)), rows)
-    if parallel:
-        batch.position_ids, batch.option_ids = parallel_ids([(len(r.ids), r.head_len, r.markers) for r in rows],
-                                                            width)
-    return batch
-
-
 def tensors(tok: Any, chunk: list[tuple], parallel: bool = False):
     """(batch, slot-order targets) of (row, target) pairs; `parallel` adds the parallel layout's ids."""
     rows = [r for r, _ in chunk]
     pad = tokenizer_view(tok).pad_id
-    batch = collate_train(rows, pad, parallel) if isinstance(rows[0], TrainRow) else collate(rows, pad, parallel)
+    batch = collate(rows, pad, parallel)
     target = torch.zeros(batch.marker_mask.shape, dtype=torch.float32)
     for i, (_, t) in enumerate(chunk):
         target[i, :len(t)] = torch.as_tensor(t, dtype=torch.float32)
