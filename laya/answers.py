@@ -72,9 +72,9 @@ def clamp_temperatures(raw_list: Any, raw_map: Any, source: str = "checkpoint",
     return temps, by_options
 
 
-def resolve_lang_temperatures(lang_temperatures: Any, base: list[float],
-                              prefix: str = "laya") -> dict[str, tuple[list[float], dict[str, float]]]:
-    """{primary subtag: (temperature list, bucket map)}; None entries inherit the checkpoint list."""
+def resolve_lang_temperatures(lang_temperatures: Any, base: list[float], prefix: str = "laya",
+                              base_map: dict | None = None) -> dict[str, tuple[list[float], dict[str, float]]]:
+    """{primary subtag: (temperature list, bucket map)}; a None entry or temperature inherits the checkpoint's."""
     if lang_temperatures is None:
         return {}
     if not isinstance(lang_temperatures, dict):
@@ -82,17 +82,37 @@ def resolve_lang_temperatures(lang_temperatures: Any, base: list[float],
                          "'temperature_by_options': {...}}}")
     out = {}
     for lang, entry in lang_temperatures.items():
-        if not isinstance(lang, str) or not lang.strip():
-            raise ValueError(f"lang_temperatures key {lang!r} must be a language code such as 'de'")
-        entry = {} if entry is None else entry
-        if not isinstance(entry, dict):
-            raise ValueError(f"lang_temperatures[{lang!r}] must be a dict with 'temperature' and/or "
-                             "'temperature_by_options'")
-        temps = entry.get("temperature")
-        out[primary_subtag(lang)] = clamp_temperatures(
-            list(base) if temps is None else temps, entry.get("temperature_by_options") or {},
-            source=f"lang_temperatures[{lang!r}] entry", prefix=prefix)
+        if not isinstance(lang, str):
+            raise ValueError(f"Language override keys must be strings, got {lang!r}")
+        out[primary_subtag(lang)] = _lang_override(lang, entry, base, base_map or {}, prefix)
     return out
+
+
+def _lang_override(lang: str, entry: Any, base: list[float], base_map: dict, prefix: str) -> tuple:
+    """One language's (temperature list, bucket map), checked in the published words."""
+    if entry is None:
+        return list(base), dict(base_map)
+    if not isinstance(entry, dict):
+        raise ValueError(f"Language override {lang!r} must be a mapping, got {type(entry).__name__}")
+    temps = entry.get("temperature")
+    temps = list(base) if temps is None else temps
+    if not isinstance(temps, (list, tuple)) or len(temps) != 3:
+        got = len(temps) if isinstance(temps, (list, tuple)) else type(temps).__name__
+        raise ValueError(f"Language override {lang!r} temperature must be a list of 3 floats, got {got}")
+    raw_map = entry.get("temperature_by_options")
+    raw_map = {} if raw_map is None else raw_map
+    if not isinstance(raw_map, dict):
+        raise ValueError(f"Language override {lang!r} temperature_by_options must be a mapping of "
+                         f"bucket -> float, got {type(raw_map).__name__}")
+    applied = [clamp_temperature(t) for t in temps]
+    by_options = {str(k): clamp_temperature(v) for k, v in raw_map.items()}
+    replaced = any(temperature_rejected(r, a) for r, a in zip(temps, applied)) or any(
+        temperature_rejected(v, by_options[str(k)]) for k, v in raw_map.items())
+    if replaced:
+        warnings.warn(f"{prefix}: language override {primary_subtag(lang)!r} ships invalid temperatures or values outside "
+                      f"[{TEMP_MIN:g}, {TEMP_MAX:g}]; using temperature={applied} and "
+                      f"temperature_by_options={by_options}", RuntimeWarning, stacklevel=4)
+    return applied, by_options
 
 
 def primary_subtag(lang: str) -> str:
