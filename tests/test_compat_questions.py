@@ -65,3 +65,38 @@ def test_serve_answers_422_with_the_same_detail():
                             ["tiny"], lambda n: n, 8192)
     assert err.value.status == 422
     assert err.value.detail == "question 'refund': unknown type {}; use one of ['choice', 'noul', 'score']"
+
+
+# ---- R-Q-2: laya.load(..., lang_temperatures=...) texts ----------------------------------------------
+
+@pytest.mark.parametrize("table, text", [
+    ({1: {}}, "Language override keys must be strings, got 1"),
+    ({"de": []}, "Language override 'de' must be a mapping, got list"),
+    ({"de": {"temperature": [1.0, 2.0]}}, "Language override 'de' temperature must be a list of 3 floats, got 2"),
+    ({"de": {"temperature_by_options": []}},
+     "Language override 'de' temperature_by_options must be a mapping of bucket -> float, got list"),
+])
+def test_lang_override_texts(tiny_checkpoint, table, text):
+    import laya
+
+    with pytest.raises(ValueError) as err:
+        laya.load(tiny_checkpoint, device="cpu", lang_temperatures=table)
+    assert str(err.value) == text
+
+
+def test_lang_override_none_inherits_and_keys_reduce_to_the_primary_subtag(agent):
+    from laya.answers import resolve_lang_temperatures
+
+    table = resolve_lang_temperatures({"de-AT": None, "PT_br": {"temperature": None}}, [1.5, 2.0, 2.5])
+    assert table == {"de": ([1.5, 2.0, 2.5], {}), "pt": ([1.5, 2.0, 2.5], {})}
+
+
+def test_lang_override_replacement_warns_in_the_published_words():
+    from laya.answers import resolve_lang_temperatures
+
+    with pytest.warns(RuntimeWarning) as record:
+        table = resolve_lang_temperatures({"de": {"temperature": [1.0, 9.0, 1.0]}}, [1.0, 1.0, 1.0])
+    assert table["de"][0] == [1.0, 5.0, 1.0]
+    assert len(record) == 1
+    assert str(record[0].message).startswith(
+        "laya: language override 'de' ships invalid temperatures or values outside [0.5, 5]; using ")
