@@ -38,7 +38,7 @@ def resolve_checkpoint_dir(model_id_or_path: str, subfolder: str | None = None, 
     """Local directory of the checkpoint (downloading from the Hub when needed) and its revision."""
     arg = os.path.expanduser(str(model_id_or_path))
     if os.path.exists(arg):
-        root, sha = arg, snapshot_revision(arg)
+        root, sha = arg, snapshot_revision(arg) or _requested(revision)
     elif arg.startswith(("/", "./", "../")) or os.path.isabs(arg):
         raise FileNotFoundError(f"Local model path not found: {str(model_id_or_path)!r}. Check that the directory "
                                 "exists and that training saved the model successfully.")
@@ -48,6 +48,11 @@ def resolve_checkpoint_dir(model_id_or_path: str, subfolder: str | None = None, 
     if not os.path.isdir(model_dir):
         raise FileNotFoundError(f"Subfolder {subfolder!r} not found in {str(model_id_or_path)!r}.")
     return model_dir, sha
+
+
+def _requested(revision: str | None) -> str | None:
+    """A local directory has no Hub revision to resolve: the caller's own, stripped, is what it reports."""
+    return revision.strip() or None if isinstance(revision, str) else None
 
 
 def hub_snapshot(repo_id: str, subfolder: str | None, revision: str | None, token: str | None,

@@ -10,7 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
+
+__all__ = ["PINNED_REVISIONS", "REVIEWED", "resolve_revision", "snapshot_revision", "verify_digests"]
 
 REVIEWED = "reviewed"
 REVISION_ENV = "LAYA_REVISION"
@@ -108,7 +111,7 @@ def verify_digests(model_dir: str, expected: Any = None, onnx_path: str | None =
         expected = digests_from_env()
         if expected is None or is_model_keyed(expected):
             return
-    if not isinstance(expected, dict):
+    if not isinstance(expected, Mapping):
         raise ValueError("expected_sha256 must be a mapping of artifact paths to digests")
     root = os.path.realpath(model_dir)
     for rel, want in expected.items():

@@ -128,6 +128,16 @@ def test_hub_download_passes_revision_only_when_one_applies(tiny_checkpoint, tmp
     assert resolve_checkpoint_dir("o/r", revision="v1")[1] == "v1"  # no snapshots path: the requested one
 
 
+def test_local_directory_reports_the_requested_revision(tiny_checkpoint, tmp_path):
+    from laya.checkpoint import resolve_checkpoint_dir
+
+    assert resolve_checkpoint_dir(tiny_checkpoint, revision=" v7 ")[1] == "v7"
+    assert resolve_checkpoint_dir(tiny_checkpoint)[1] is None
+    snap = tmp_path / "snapshots" / ("b" * 40)
+    copy_checkpoint(tiny_checkpoint, snap)
+    assert resolve_checkpoint_dir(str(snap), revision="v7")[1] == "b" * 40  # the snapshot SHA wins
+
+
 # ---- R-DIG-1 -----------------------------------------------------------------------------------
 
 def test_resolve_revision_rules(monkeypatch):
@@ -172,6 +182,9 @@ def test_verify_digests(tmp_path, monkeypatch):
     assert str(e.value).startswith(f"laya: SHA-256 mismatch for a.json: expected {'0' * 64}, got {good}.")
     with pytest.raises(ValueError, match=r"^expected_sha256 must be a mapping of artifact paths to digests$"):
         verify_digests(str(tmp_path), ["a.json"])
+    from types import MappingProxyType
+
+    verify_digests(str(tmp_path), MappingProxyType({"a.json": good}))  # any mapping, not only a dict
     with pytest.raises(ValueError, match=r"^laya: unsafe absolute path in expected digests: '/etc/x'$"):
         verify_digests(str(tmp_path), {"/etc/x": good})
     with pytest.raises(ValueError, match=r"^laya: unsafe path in expected digests: '\.\./x'$"):
