@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
+from ..revisions import digests_from_env
 from .registry import canonical_name
 
 
 def env_digests() -> dict | None:
     """A model-keyed LAYA_SHA256_DIGESTS as {canonical name: {file: hex}}; None when unset or flat (a flat
     {file: hex} map is left to the Agent's own check)."""
-    raw = os.environ.get("LAYA_SHA256_DIGESTS", "").strip()
-    if not raw:
-        return None
-    try:
-        env = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"LAYA_SHA256_DIGESTS is not valid JSON ({e})") from None
-    if not isinstance(env, dict) or not env:
+    env = digests_from_env()
+    if not env:
         return None
     nested = [isinstance(v, dict) for v in env.values()]
     if not any(nested):
