@@ -226,3 +226,20 @@ def test_load_forwards_backend_and_aoti_path_only_when_given(monkeypatch):
     assert "backend" not in seen[-1] and "aoti_path" not in seen[-1]
     laya.agent.load("./some/dir", backend="eager")
     assert seen[-1]["backend"] == "eager" and "aoti_path" not in seen[-1]
+
+
+# ---- R-DIG-2 -----------------------------------------------------------------------------------
+
+def test_router_reads_bad_digest_env_with_the_published_text(monkeypatch):
+    from laya.router import Router
+
+    monkeypatch.setenv("LAYA_SHA256_DIGESTS", "{not json")
+    with pytest.raises(ValueError, match=r"^LAYA_SHA256_DIGESTS must be a JSON object of artifact->sha256$"):
+        Router()
+    monkeypatch.setenv("LAYA_SHA256_DIGESTS", json.dumps({"english": {"a": "f" * 64}, "b": "f" * 64}))
+    with pytest.raises(ValueError):
+        Router()  # a mixed map
+    monkeypatch.setenv("LAYA_SHA256_DIGESTS", json.dumps({"a": "f" * 64}))
+    r = Router(sha256_digests={"ml": {}, "english": None})
+    assert r._load_arguments("english")["expected_sha256"] == {}  # masks the flat env
+    assert "expected_sha256" not in r._load_arguments("typed-decisions")
