@@ -492,6 +492,21 @@ def test_agent_kwargs_errors():
     assert check_agent_kwargs(None) is None and check_agent_kwargs({"compile": False}) is None
 
 
+def test_agent_kwargs_are_checked_against_the_agent_class_the_router_builds(monkeypatch):
+    class Narrow:
+        def __init__(self, model_id_or_path, device=None, token=None, subfolder=None, fast=False):
+            self.kwargs = {"device": device, "token": token, "subfolder": subfolder, "fast": fast}
+
+    monkeypatch.setattr(laya.router, "Agent", Narrow)
+    with pytest.raises(ValueError) as e:
+        Router(agent_kwargs={"compile": True})
+    assert str(e.value) == ("Agent accepts none of 'compile'; it accepts ['device', 'fast', 'model_id_or_path', "
+                            "'subfolder', 'token']")
+    assert Router(agent_kwargs={"fast": True}).load("en").kwargs["fast"] is True
+    monkeypatch.setattr(laya.router, "Agent", FakeAgentClass)  # takes **kwargs: any name is accepted
+    assert check_agent_kwargs({"anything": 1}) is None
+
+
 # ---- R-RT-17 .. R-RT-20: inference calls ----------------------------------------------------------------
 
 def test_predict_calls_system_one_with_lang_and_set_budgets():
@@ -621,6 +636,18 @@ def test_predict_long_routes_and_scans():
     r.attach("english", object())
     with pytest.raises(TypeError, match="predict_long"):
         r.predict_long("x", Q, model="en", hooks_raise=False)
+
+
+def test_predict_long_retries_without_lang_for_an_older_agent():
+    class OldScanner:
+        def predict_long(self, state, questions, window=None, stride=None, aggregate="auto", batch_size=None):
+            return {"answers": {}, "usage": {}, "seen": (state, window, aggregate)}
+
+    r = Router()
+    r.attach("multilingual", OldScanner())
+    out = r.predict_long("Je voudrais annuler ma commande pour demain", Q, window=32)
+    assert out["seen"] == ("Je voudrais annuler ma commande pour demain", 32, "auto")
+    assert out["routing"]["model"] == "multilingual"
 
 
 # ---- R-P2-7: module names ---------------------------------------------------------------------------------

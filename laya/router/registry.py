@@ -130,14 +130,29 @@ def warn_near_builtin(key: str) -> None:
                       stacklevel=caller_stacklevel())
 
 
-def agent_parameters() -> set[str]:
-    """Keyword names `Agent(...)` / `laya.load` accept (imports torch: only asked when agent_kwargs are given)."""
+def agent_class() -> Any:
+    """laya.router.Agent when a caller replaced it there, else laya.agent.Agent (imports torch)."""
+    replaced = vars(sys.modules[__package__]).get("Agent")
+    if replaced is not None:
+        return replaced
+    from ..agent import Agent
+
+    return Agent
+
+
+def agent_parameters() -> set[str] | None:
+    """Keyword names the Agent class the Router builds accepts (None: any, it takes **kwargs); for laya's
+    Agent also `laya.load`'s. Imports torch unless the class was replaced: asked only for agent_kwargs."""
     import inspect
 
-    from .. import agent as agent_mod
-
-    names = set(inspect.signature(agent_mod.Agent.__init__).parameters) | set(
-        inspect.signature(agent_mod.load).parameters)
+    cls = agent_class()
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    names = set(params)
+    laya_agent = sys.modules.get(f"{__package__.rsplit('.', 1)[0]}.agent")
+    if laya_agent is not None and cls is getattr(laya_agent, "Agent", None):
+        names |= set(inspect.signature(laya_agent.load).parameters)
     return names - {"self"}
 
 
@@ -151,8 +166,8 @@ def check_agent_kwargs(agent_kwargs: Any) -> None:
     if owned:
         raise ValueError(f"Router sets {', '.join(map(repr, owned))} itself; pass them to Router(...) instead of "
                          "in agent_kwargs")
-    if agent_kwargs:
-        accepted = agent_parameters()
+    accepted = agent_parameters() if agent_kwargs else None
+    if accepted is not None:
         unknown = sorted(k for k in agent_kwargs if k not in accepted)
         if unknown:
             raise ValueError(f"Agent accepts none of {', '.join(map(repr, unknown))}; it accepts {sorted(accepted)}")

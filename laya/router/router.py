@@ -18,28 +18,16 @@ from ..hooks import HookRegistry, PredictContext
 from ..structured import StructuredDecisions
 from . import policy
 from .batch import BatchRun, check_requests, request_lang
-from .calls import HookRun, answer_one
+from .calls import HookRun, answer_one, call_agent
 from .digests import check_digest_argument, env_digests, merged_digests
 from .policy import TYPED, RouteDecision
 from .pool import AgentPool
-from .registry import (DEFAULT_MODELS, CheckpointRegistry, check_agent_kwargs, check_name, check_source,
-                       source_text, warn_near_builtin)
+from .registry import (DEFAULT_MODELS, CheckpointRegistry, agent_class, check_agent_kwargs, check_name,
+                       check_source, source_text, warn_near_builtin)
 
 
 def _questions_error(questions: Any) -> TypeError:
     return TypeError(f"questions must be a dict of question id -> definition, got {type(questions).__name__}")
-
-
-def _agent_class() -> Any:
-    """laya.router.Agent when a caller replaced it there, else laya.agent.Agent (imports torch)."""
-    import sys
-
-    replaced = vars(sys.modules[__package__]).get("Agent")
-    if replaced is not None:
-        return replaced
-    from ..agent import Agent
-
-    return Agent
 
 
 class Router(HookRegistry, StructuredDecisions):
@@ -170,7 +158,7 @@ class Router(HookRegistry, StructuredDecisions):
             from ..agent import load  # the exported-graph runtime is built by laya.load
 
             return load(repo, **arguments)
-        return _agent_class()(repo, **arguments)
+        return agent_class()(repo, **arguments)
 
     def load(self, name: str) -> Any:
         """The agent for `name`, building it once even when several threads ask at the same time."""
@@ -421,8 +409,8 @@ class Router(HookRegistry, StructuredDecisions):
                                 "route this state to a laya Agent, or use predict()")
             options = {k: v for k, v in (("window", window), ("stride", stride), ("batch_size", batch_size))
                        if v is not None}
-            return dict(scan(ctx.states[0], ctx.questions, aggregate=aggregate,
-                             lang=request_lang({"lang": lang}, decision), **options))
+            return dict(call_agent(scan, (ctx.states[0], ctx.questions),
+                                   {"aggregate": aggregate, "lang": request_lang({"lang": lang}, decision), **options}))
 
         return self._answer_routed(run, ctx, lambda: self.route(state, questions, model, task, lang, lang_guess, hooks,
                                                                 hooks_raise, hooks_timeout), answer)
