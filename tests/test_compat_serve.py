@@ -425,3 +425,52 @@ def test_body_groups_cover_router_parameters():
     covered = {*laya.serve.BATCH_BODY_CALL_CONTROLS, "hooks_timeout", *laya.serve.BATCH_BODY_OUT_PARAMETERS,
                "hooks", "on_predict_start", "on_predict_end", "hooks_raise"}
     assert covered <= batch and batch - covered <= {"explain"}
+
+
+# ---- review fixes: NaN/Infinity bodies, injected routers and build_router's variables, /health device -----
+
+def test_infinity_and_nan_reach_the_library_checks():
+    with TestClient(create_app(FakeRouter())) as c:
+        for literal, shown in (("Infinity", "inf"), ("-Infinity", "-inf"), ("NaN", "nan"), ("1e999", "inf")):
+            body = '{"state": "x", "questions": {"urgent": {"type": "noul", "instructions": "x"}}, ' \
+                   f'"min_confidence": {literal}}}'
+            r = c.post("/v1/systemone", content=body)
+            assert r.status_code == 422
+            assert r.json() == {"detail": f"min_confidence must be a float in [0.0, 1.0], got {shown}"}
+        r = c.post("/v1/systemone", content='{"state": "x", "questions": {}, "max_len": NaN}')
+        assert r.status_code == 422 and r.json() == {"detail": "max_len must be an integer"}
+        r = c.post("/v1/systemone/batch", content='{"states": ["x"], "questions": {"urgent": {"type": "noul", '
+                                                  '"instructions": "x"}}, "min_confidence": Infinity}')
+        assert r.status_code == 422 and r.json()["detail"].endswith("got inf")
+
+
+@pytest.mark.parametrize("env", [{"LAYA_MODELS": "nope"}, {"LAYA_EXTRA_MODELS": '{"x": "/nonexistent/ckpt"}'},
+                                 {"LAYA_EXTRA_MODELS": "{not json"}, {"LAYA_DEFAULT_MODEL": "gpt4"}])
+def test_an_injected_router_ignores_build_routers_variables(monkeypatch, tiny_checkpoint, env):
+    from laya.router import Router
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    router = Router(models={"tiny": tiny_checkpoint}, default="tiny", device="cpu")
+    with TestClient(create_app(router)) as c:
+        r = one(c, {"state": "hello", "questions": QUESTIONS, "model": "tiny"})
+        assert r.status_code == 200 and r.json()["routing"]["model"] == "tiny"
+    with TestClient(create_app(FakeRouter())) as c:
+        assert one(c).status_code == 200
+
+
+def test_health_device_without_a_resident_checkpoint_is_resolve_device(monkeypatch):
+    from laya.mcp.device import resolve_device
+    from laya.router import Router
+
+    class Empty:
+        def predict(self, state, questions, **kwargs):
+            return {"answers": {}}
+
+    monkeypatch.setenv("LAYA_DEVICE", "CPU")
+    with TestClient(create_app(Empty())) as c:
+        h = c.get("/health").json()
+    assert h["device"] == "cpu" and h["device_is_preference"] is True and h["checkpoint_devices"] == {}
+    monkeypatch.delenv("LAYA_DEVICE")
+    with TestClient(create_app(Router(device="cuda:1"))) as c:  # the router's own preference is not it
+        assert c.get("/health").json()["device"] == resolve_device()

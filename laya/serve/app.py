@@ -30,7 +30,7 @@ from . import injected
 from .auth import bearer_ok
 from .batcher import Batcher, Item
 from .body import may_hold_surrogate, parse_json
-from .config import MAIN_ONLY, ServeConfig, SettingError, from_env, request_settings
+from .config import MAIN_ONLY, ROUTER_ONLY, ServeConfig, SettingError, from_env, request_settings
 from .errors import CLIENT_CLOSED, ApiError, fail, library
 from .gc_policy import GC_THRESHOLD, FrozenHeap  # noqa: F401 - GC_THRESHOLD re-exported
 from .health import PublicRepo, description, health, known_names, missing_local_sources, resident_names
@@ -399,7 +399,8 @@ class Server:
     def health(self, authorized: bool) -> dict:
         if not authorized:
             return dict(LIVENESS_ONLY)
-        out = health(self.router, self.cfg.device or getattr(self.router, "device", None))
+        # an env-read app shows resolve_device() (LAYA_DEVICE, else detected); `laya serve` its --device
+        out = health(self.router, None if self.live_env else self.cfg.device)
         if self.cfg.idle_unload_seconds > 0:
             out["idle_unload_seconds"] = self.cfg.idle_unload_seconds
             out["idle_seconds"] = round(time.monotonic() - self.last_request, 1)
@@ -423,16 +424,17 @@ def _settings(router: Any, cfg: ServeConfig | None) -> tuple[ServeConfig, Any, b
                         "ServeConfig as cfg=...")
     if cfg is not None:
         return cfg, router, False
-    try:  # the host, port and log level are main()'s, not the app's
-        cfg = from_env({k: v for k, v in os.environ.items() if k not in MAIN_ONLY})
+    skip = MAIN_ONLY if router is None else MAIN_ONLY + ROUTER_ONLY  # host/port/log level are main()'s
+    try:
+        cfg = from_env({k: v for k, v in os.environ.items() if k not in skip})
     except SettingError as e:
         raise SystemExit(str(e)) from None
     cfg = replace(cfg, preload=False)  # preloading is build_router()'s; an injected router comes as it is
-    if router is None:
-        import laya.serve as package  # looked up at call time: a caller may stand in its own build_router
+    if router is not None:
+        return cfg, router, True
+    import laya.serve as package  # looked up at call time: a caller may stand in its own build_router
 
-        router = package.build_router()
-    return cfg, router, True
+    return cfg, package.build_router(), True
 
 
 def create_app(router: Any = None, *, cfg: ServeConfig | None = None) -> FastAPI:

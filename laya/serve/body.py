@@ -1,4 +1,5 @@
-"""The request body as JSON: strict JSON in UTF-8, nesting and integer sizes bounded before anything recurses."""
+"""The request body as JSON in UTF-8 (Python's reading: NaN and Infinity parse, so a library check names them), nesting
+and integer sizes bounded before anything recurses."""
 
 from __future__ import annotations
 
@@ -33,19 +34,16 @@ def too_deep(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
-def _no_constant(name: str) -> Any:
-    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
-
-
 def parse_json(body: bytes) -> Any:
-    """The body as JSON; 400 for anything that is not strict JSON in valid UTF-8, or nests or counts past the
-    server's limits (never a RecursionError or a 500)."""
+    """The body as JSON; 400 for anything that is not JSON in valid UTF-8, or nests or counts past the server's
+    limits (never a RecursionError or a 500). NaN/Infinity are read as floats: `min_confidence: Infinity` is then
+    the library's 422 `... got inf`, as published."""
     if not body.strip():
         raise fail("invalid_json")
     if too_deep(body):
         raise fail("too_deep")
     try:
-        return json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+        return json.loads(body.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise fail("invalid_json") from None
     except RecursionError:

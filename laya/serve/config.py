@@ -187,6 +187,9 @@ ENV = {
     "LAYA_MAX_REPLICAS": ("max_replicas", _int),
 }
 MAIN_ONLY = ("LAYA_HOST", "LAYA_PORT", "LAYA_LOG_LEVEL")  # read by laya.serve.main(), not by create_app()
+# read by build_router(), so create_app(router) with a router of its own leaves them alone
+ROUTER_ONLY = ("LAYA_MODELS", "LAYA_EXTRA_MODELS", "LAYA_DEFAULT_MODEL", "LAYA_MAX_LOADED", "LAYA_AUTO_TASK",
+               "LAYA_PRELOAD", "LAYA_THREADS")
 REQUEST_ENV = ("LAYA_JEV_STRICT", "LAYA_MAX_TOKEN_BUDGET", "LAYA_MAX_BATCH_TOKENS")  # read on each request
 
 

@@ -35,6 +35,14 @@ def description(router: Any, name: str) -> str | None:
     return describe(name) if callable(describe) else None
 
 
+def _preferred_device(resolve_device: Any, preference: Any) -> str:
+    """resolve_device(preference); a LAYA_DEVICE torch refuses is shown as set (startup refuses it for a Router)."""
+    try:
+        return resolve_device(str(preference) if preference else None)
+    except ValueError:
+        return os.environ.get("LAYA_DEVICE", "").strip()
+
+
 def health(router: Any, preference: Any = None) -> dict:
     """The full payload: loaded names, revisions, the first resident checkpoint's device type (else the
     preference), per-checkpoint devices and CPU fallbacks. Loads nothing and leaves the LRU order alone."""
@@ -45,7 +53,7 @@ def health(router: Any, preference: Any = None) -> dict:
     devices = {name: agent_device(agent) for name, agent in agents.items()}
     first = next(iter(devices.values()), None)
     return {**LIVENESS_ONLY, "loaded": loaded, "revisions": dict(_read(router, "loaded_revisions", {}) or {}),
-            "device": first if devices else resolve_device(str(preference) if preference else None),
+            "device": first if devices else _preferred_device(resolve_device, preference),
             "device_is_preference": not devices, "checkpoint_devices": devices,
             "cpu_fallbacks": {name: {"count": int(getattr(agent, "cpu_fallback_count", 0) or 0),
                                      "last_reason": getattr(agent, "last_fallback_reason", None)}
