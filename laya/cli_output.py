@@ -47,29 +47,33 @@ def batch_line(decision: Any, request: str) -> str:
     return f"{decision['model']:<14} {decision['reason']}  <- {shown}"
 
 
-def _group_sizes(diagnostics: Any) -> list[int]:
-    groups = diagnostics.get("groups") if isinstance(diagnostics, dict) else None
-    sizes = []
-    for group in groups or []:
-        size = group.get("size") if isinstance(group, dict) else group
-        if isinstance(size, int) and not isinstance(size, bool):
-            sizes.append(size)
-    return sizes
+def _sort_report(diagnostics: Any) -> dict | None:
+    """The router's diagnostics["sort_by_length"] block (R-RT-19), or None when it wrote none."""
+    report = diagnostics.get("sort_by_length") if isinstance(diagnostics, dict) else None
+    if not isinstance(report, dict):
+        return None
+    counts = [report.get(key) for key in ("groups", "reordered", "smallest", "largest")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in counts) or counts[0] < 1:
+        return None
+    return report
 
 
 def sort_note(batch_size: int | None, n_lines: int, diagnostics: Any = None) -> str | None:
-    """Why --sort-by-length changed nothing for some batches, or None when every batch could reorder."""
-    def reorders(size: int) -> bool:
-        return batch_size is not None and 1 < batch_size < size
-
-    sizes = _group_sizes(diagnostics) or [n_lines]
-    blocked = [s for s in sizes if not reorders(s)]
-    if not blocked:
+    """Why --sort-by-length changed nothing for some batches, or None when every batch could reorder.
+    `diagnostics`: what the router wrote (None when its predict_batch takes no diagnostics)."""
+    report = _sort_report(diagnostics)
+    if report is None:
+        if diagnostics is not None or (batch_size is not None and 1 < batch_size < n_lines):
+            return None
+        report = {"groups": 1, "reordered": 0, "smallest": n_lines, "largest": n_lines}
+    groups, blocked = report["groups"], report["groups"] - report["reordered"]
+    if blocked <= 0:
         return None
-    if len(sizes) == 1:
-        return (f"note: --sort-by-length only takes effect with --batch-size N where 1 < N < {sizes[0]}; "
+    smallest, largest = report["smallest"], report["largest"]
+    if groups == 1:
+        return (f"note: --sort-by-length only takes effect with --batch-size N where 1 < N < {smallest}; "
                 "it changed nothing here.")
-    spread = f"{min(blocked)}" if min(blocked) == max(blocked) else f"{min(blocked)}-{max(blocked)}"
-    return (f"note: --sort-by-length groups within each checkpoint batch, not across the file: {len(blocked)} "
-            f"of {len(sizes)} batches could not reorder (sizes {spread}); the smallest batch has {min(sizes)} "
+    spread = f"{smallest}" if smallest == largest else f"{smallest}-{largest}"
+    return (f"note: --sort-by-length groups within each checkpoint batch, not across the file: {blocked} "
+            f"of {groups} batches could not reorder (batch sizes {spread}); the smallest batch has {smallest} "
             f"requests against the file's {n_lines} lines.")

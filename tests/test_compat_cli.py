@@ -41,7 +41,7 @@ class FakeRouter:
         self.calls.append(("predict_batch", requests, dict(batch_size=batch_size, min_confidence=min_confidence,
                                                            sort_by_length=sort_by_length)))
         if diagnostics is not None:
-            diagnostics["groups"] = [{"model": "english", "size": 2}, {"model": "multilingual", "size": 1}]
+            diagnostics["sort_by_length"] = {"groups": 2, "reordered": 0, "smallest": 1, "largest": 2}
         return [result() for _ in requests]
 
     def _predict_batch_plain(self, requests, batch_size=None, min_confidence=None, sort_by_length=False):
@@ -236,8 +236,21 @@ def test_sort_note_without_diagnostics(monkeypatch, tmp_path, capsys):
         "note: --sort-by-length only takes effect with --batch-size N where 1 < N < 3")
     assert cli.main(["--batch", str(path), "--predict", "--sort-by-length", "--batch-size", "2"]) == 0
     assert capsys.readouterr().err == ""
-    assert cli.sort_note(2, 5, {"groups": [{"size": 1}]}).startswith(
+    one = {"sort_by_length": {"groups": 1, "reordered": 0, "smallest": 1, "largest": 1}}
+    assert cli.sort_note(2, 5, one).startswith(
         "note: --sort-by-length only takes effect with --batch-size N where 1 < N < 1")
+
+
+def test_sort_note_reads_the_routers_published_report():
+    """R-CLI-8 over R-RT-19: the Router writes diagnostics["sort_by_length"] = {groups, reordered, ...}."""
+    report = {"sort_by_length": {"groups": 3, "reordered": 1, "smallest": 2, "largest": 6}}
+    note = cli.sort_note(4, 10, report)
+    assert note.startswith("note: --sort-by-length groups within each checkpoint batch, not across the file:")
+    assert "2 of 3" in note and "2-6" in note and "10 lines" in note
+    assert cli.sort_note(4, 10, {"sort_by_length": {"groups": 2, "reordered": 2, "smallest": 5, "largest": 5}}) is None
+    assert cli.sort_note(4, 10, {}) is None  # the router ran nothing to reorder
+    assert cli.sort_note(8, 3, None).startswith(
+        "note: --sort-by-length only takes effect with --batch-size N where 1 < N < 3")
 
 
 def test_argument_types():
