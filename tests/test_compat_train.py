@@ -165,3 +165,10 @@ def test_train_model_on_items(tiny_checkpoint):
                            loss="soft-ce")
     losses = T.train_model(model, tok, items, config, "cpu", 64, 48, on_epoch_end=lambda e, loss: seen.append(e))
     assert len(losses) == 2 and all(np.isfinite(losses)) and seen == [0, 1]
+
+
+def test_published_parameter_names():
+    assert list(inspect.signature(T.target_from_expected).parameters) == ["q", "expected_val", "label_smoothing"]
+    assert list(inspect.signature(T.save_checkpoint).parameters) == ["model", "tok", "cfg", "path"]
+    q = T.to_internal("q", {"type": "choice", "instructions": "i", "criteria": {"a": "A", "b": "B"}})
+    np.testing.assert_allclose(T.target_from_expected(q, expected_val="a"), [1.0, 0.0])

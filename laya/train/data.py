@@ -100,9 +100,9 @@ def draw_option_order(item: Any, rng: Any, shuffle_types: Any = None) -> list[in
     return order
 
 
-def target_from_expected(q: Question, expected: Any, label_smoothing: float = 0.0) -> np.ndarray:
+def target_from_expected(q: Question, expected_val: Any, label_smoothing: float = 0.0) -> np.ndarray:
     """One expected answer -> a (label-smoothed) target. noul takes a bool or "true"/"false"."""
-    smoothing = label_smoothing
+    smoothing, expected = label_smoothing, expected_val
     keys = option_keys(q)
     if q.qtype == "noul" and isinstance(expected, bool):
         expected = "true" if expected else "false"

@@ -300,13 +300,13 @@ def calibration_records(model, tok, examples: Sequence[Example], cfg: dict, batc
 
 # ---- checkpoint ----------------------------------------------------------------------------------
 
-def save_checkpoint(model, tok, cfg: dict, out_dir: str) -> str:
+def save_checkpoint(model, tok, cfg: dict, path: str) -> str:
     """The published layout: rl_agent_config.json, fp16 model.safetensors, tokenizer/, encoder/.
     Files are staged and moved in, so a reader never sees a half-written checkpoint."""
     from safetensors.torch import save_file
 
-    os.makedirs(out_dir, exist_ok=True)
-    stage = tempfile.mkdtemp(dir=out_dir, prefix=".ckpt-")
+    os.makedirs(path, exist_ok=True)
+    stage = tempfile.mkdtemp(dir=path, prefix=".ckpt-")
     try:
         tok.save_pretrained(os.path.join(stage, "tokenizer"))
         model.encoder.config.save_pretrained(os.path.join(stage, "encoder"))
@@ -315,13 +315,13 @@ def save_checkpoint(model, tok, cfg: dict, out_dir: str) -> str:
         with open(os.path.join(stage, "rl_agent_config.json"), "w", encoding="utf-8") as f:
             json.dump(cfg, f, indent=2, ensure_ascii=False)
         for name in ("tokenizer", "encoder", "model.safetensors", "rl_agent_config.json"):
-            target = os.path.join(out_dir, name)
+            target = os.path.join(path, name)
             if os.path.isdir(target):
                 shutil.rmtree(target)
             os.replace(os.path.join(stage, name), target)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
-    return out_dir
+    return path
 
 
 # ---- the loop ----------------------------------------------------------------------------------------
