@@ -474,3 +474,14 @@ def test_health_device_without_a_resident_checkpoint_is_resolve_device(monkeypat
     monkeypatch.delenv("LAYA_DEVICE")
     with TestClient(create_app(Router(device="cuda:1"))) as c:  # the router's own preference is not it
         assert c.get("/health").json()["device"] == resolve_device()
+
+
+def test_main_without_flags_serves_the_env_read_app(monkeypatch):
+    import uvicorn
+
+    app, runs = object(), []
+    monkeypatch.setattr(uvicorn, "run", lambda served, **kw: runs.append((served, kw)))
+    monkeypatch.setattr(laya.serve, "create_app", lambda: app)  # the published factory takes no settings
+    monkeypatch.setenv("LAYA_PORT", "8123")
+    assert laya.serve.main([]) == 0
+    assert runs[-1][0] is app and (runs[-1][1]["host"], runs[-1][1]["port"]) == ("0.0.0.0", 8123)

@@ -27,8 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     """Exit status 2 for a refused flag or setting; SystemExit naming a malformed LAYA_PORT, LAYA_LOG_LEVEL,
     LAYA_EXTRA_MODELS or LAYA_DEFAULT_MODEL."""
     os.environ.setdefault("USE_TF", "0")
+    args = program_args() if argv is None else list(argv)
     try:
-        cfg = from_args(program_args() if argv is None else argv)
+        cfg = from_args(args)
     except SettingError as e:
         raise SystemExit(str(e)) from None
     except ValueError as e:
@@ -45,13 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import uvicorn
 
-        app = package.create_app(cfg=cfg)
+        app = package.create_app(cfg=cfg) if args else package.create_app()  # no flags: the env-read app
     except ImportError as e:
         return _error(f"the server needs the serve extra ({e}); pip install 'laya[serve]'")
     except ValueError as e:
         return _error(str(e))
-    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level.lower(), access_log=cfg.access_log,
-                timeout_keep_alive=5)
+    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level.lower(), access_log=cfg.access_log)
     return 0
 
 
