@@ -485,3 +485,20 @@ def test_main_without_flags_serves_the_env_read_app(monkeypatch):
     monkeypatch.setenv("LAYA_PORT", "8123")
     assert laya.serve.main([]) == 0
     assert runs[-1][0] is app and (runs[-1][1]["host"], runs[-1][1]["port"]) == ("0.0.0.0", 8123)
+
+
+def test_env_read_app_names_an_unservable_model_with_the_routers_text(monkeypatch, tiny_checkpoint):
+    from laya.router import Router
+
+    monkeypatch.setenv("LAYA_EXTRA_MODELS", json.dumps({"support": tiny_checkpoint}))
+    monkeypatch.setenv("LAYA_PRELOAD", "0")
+    monkeypatch.setenv("LAYA_DEVICE", "cpu")
+    with TestClient(create_app()) as c:
+        router = c.app.state.server.router
+        for model in ("/srv/elsewhere", "someorg/somerepo"):
+            with pytest.raises(ValueError) as e:
+                router.resolve(model)
+            r = one(c, {"state": "hello", "questions": QUESTIONS, "model": model})
+            assert r.status_code == 422
+            assert r.json() == {"detail": f"{e.value}, or omit model to let the router choose"}
+    assert isinstance(router, Router)

@@ -228,9 +228,9 @@ class Server:
             raise fail("read_timeout") from None
 
     def unknown_model(self, value: str, router_text: str) -> str:
-        """The unknown-model text for a path or repo a client named: on a server of custom checkpoints only,
-        the names it serves (the router knows more than it answers with)."""
-        if not self.custom_only:
+        """The unknown-model text for a path or repo a client named: the router's (R-RT-8), except that `laya serve
+        --model ...` (custom checkpoints only) names just the ones it serves."""
+        if not self.custom_only or self.live_env:
             return router_text
         return f"unknown model {value!r}; choose one of {sorted(self.served)!r}"
 
