@@ -95,15 +95,52 @@ def build_sequence(tok: Any, state: Any, q: Any, max_len: int = DEFAULT_MAX_LEN,
     return (*built, *extras) if extras else built
 
 
-def collate_items(rows: list, pad_id: int, parallel: bool = False) -> dict:
-    """Right-padded batch tensors of rows in (state, question) order: input_ids, attention_mask,
-    marker_pos, marker_mask, qtype; with `parallel` (spec 3.9) also position_ids and option_ids."""
+class _EncodedRow:
+    """A training item encoded by laya.train.encode_item, read as the row laya.sequence.collate expects."""
+
+    def __init__(self, item: dict):
+        self.ids, self.markers, self.qtype = list(item["input_ids"]), list(item["marker_pos"]), int(item["qtype"])
+
+
+def _padded(values: list, width: int, dtype: Any) -> Any:
+    import torch
+
+    out = torch.zeros((len(values), width), dtype=dtype)
+    for i, v in enumerate(values):
+        out[i, :len(v)] = torch.as_tensor(v, dtype=dtype)
+    return out
+
+
+def _encoded_extras(items: list, k: int, width: int) -> dict:
+    """target [N, K] (0 beyond a row's options), the parallel ids [N, width] (0 on pads), ep_group/ep_step."""
+    import torch
+
+    out = {}
+    if all("target" in i for i in items):
+        out["target"] = _padded([i["target"] for i in items], k, torch.float32)
+    for name in ("position_ids", "option_ids"):
+        if all(name in i for i in items):
+            out[name] = _padded([i[name] for i in items], width, torch.long)
+    for name in ("ep_group", "ep_step"):
+        if all(name in i for i in items):
+            out[name] = torch.as_tensor([int(i[name]) for i in items], dtype=torch.long)
+    return out
+
+
+def collate_items(batch: list, pad_id: int, parallel: bool = False) -> dict:
+    """Right-padded batch tensors: input_ids, attention_mask, marker_pos, marker_mask, qtype. `batch` holds
+    rows (laya.sequence rows or build_sequence results; `parallel` adds position_ids and option_ids) or
+    training items from laya.train.encode_item (their target, parallel ids and ep_group/ep_step come along)."""
     from . import sequence
 
-    batch = sequence.collate([getattr(r, "row", r) for r in rows], pad_id, parallel)
-    items = dict(zip(("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"), batch.tensors()))
-    if parallel:
-        items.update(position_ids=batch.position_ids, option_ids=batch.option_ids)
+    encoded = bool(batch) and all(isinstance(r, dict) for r in batch)
+    rows = [_EncodedRow(r) for r in batch] if encoded else [getattr(r, "row", r) for r in batch]
+    collated = sequence.collate(rows, pad_id, parallel and not encoded)
+    items = dict(zip(("input_ids", "attention_mask", "marker_pos", "marker_mask", "qtype"), collated.tensors()))
+    if encoded:
+        items.update(_encoded_extras(batch, collated.marker_mask.shape[1], collated.input_ids.shape[1]))
+    elif parallel:
+        items.update(position_ids=collated.position_ids, option_ids=collated.option_ids)
     return items
 
 

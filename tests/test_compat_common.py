@@ -140,3 +140,28 @@ def test_window_batch_cap():
     assert common.window_batch_cap(10, 100, 450) == 4
     assert common.window_batch_cap(10, 100, 450, batch_size=2) == 2
     assert common.window_batch_cap(3, 100, 10_000) == 3 and common.window_batch_cap(10, 100, 50) == 1
+
+
+def test_collate_items_takes_encoded_training_items(tok):
+    torch = pytest.importorskip("torch")
+    import laya.train as T
+
+    assert list(inspect.signature(common.collate_items).parameters)[:2] == ["batch", "pad_id"]
+    choice = T.to_internal("q", {"type": "choice", "instructions": "i", "criteria": {"a": "A", "b": "B", "c": "C"}})
+    noul = T.to_internal("n", {"type": "noul", "instructions": "is it"})
+    items = [T.make_item(tok, choice, T.target_from_expected(choice, "b"), T.encode_state(tok, "hello there", 64), 32, 64),
+             T.make_item(tok, noul, T.target_from_expected(noul, True), T.encode_state(tok, "x", 64), 32, 64)]
+    encoded = [T.encode_item(tok, it, 64, 32, parallel=True) for it in items]
+    batch = common.collate_items(encoded, tok.pad_token_id)
+    width = max(len(e["input_ids"]) for e in encoded)
+    assert batch["input_ids"].shape == (2, width) and batch["marker_mask"].tolist() == [[True] * 3, [True, True, False]]
+    assert batch["qtype"].tolist() == [0, 2]
+    assert batch["target"].tolist() == [[0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]
+    assert batch["position_ids"].shape == (2, width)
+    row = common.build_sequence(tok, "hello there", {"type": "choice", "instructions": "i",
+                                                     "criteria": {"a": "A", "b": "B", "c": "C"}}, 64, 32)
+    from_row = common.collate_items([row], tok.pad_token_id, parallel=True)
+    n = len(row[0])
+    assert torch.equal(from_row["input_ids"][0], batch["input_ids"][0, :n])
+    assert torch.equal(from_row["position_ids"][0], batch["position_ids"][0, :n])
+    assert torch.equal(common.td_lambda_targets(torch.tensor([0.5, 0.5]), batch), batch["target"])
