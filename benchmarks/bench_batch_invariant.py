@@ -51,6 +51,18 @@ def timed(fn, sync) -> float:
     return time.perf_counter() - t
 
 
+def differences(agent, questions: dict) -> int:
+    """Results of 64 tickets that differ (JSON text) between alone and inside one shuffled predict_batch."""
+    import random
+
+    states = tickets(64)
+    alone = [json.dumps(agent.predict(s, questions)) for s in states]
+    order = list(range(64))
+    random.Random(5).shuffle(order)
+    batched = agent.predict_batch([states[i] for i in order], questions)
+    return sum(json.dumps(r) != alone[i] for r, i in zip(batched, order))
+
+
 def measure(agents: dict, questions: dict, calls: int, batches: int, sync) -> dict:
     states = tickets()
     for agent in agents.values():  # warm-up (kernels, graphs, caches)
@@ -66,7 +78,8 @@ def measure(agents: dict, questions: dict, calls: int, batches: int, sync) -> di
         for k, agent in agents.items():
             batch[k].append(timed(lambda: agent.predict_batch(states, questions), sync))
     out = {k: {"predict_p50_ms": statistics.median(single[k]), "batch32_median_s": statistics.median(batch[k]),
-               "batch32_states_per_s": 32 / statistics.median(batch[k])} for k in agents}
+               "batch32_states_per_s": 32 / statistics.median(batch[k]),
+               "differing_results_of_64": differences(agents[k], questions)} for k in agents}
     out["ratio_invariant_over_default"] = {
         "predict_p50": out["invariant"]["predict_p50_ms"] / out["default"]["predict_p50_ms"],
         "batch32": out["invariant"]["batch32_median_s"] / out["default"]["batch32_median_s"]}
@@ -99,7 +112,9 @@ def main() -> None:
         print(f"{backend}: predict p50 {results[backend]['default']['predict_p50_ms']:.2f} -> "
               f"{results[backend]['invariant']['predict_p50_ms']:.2f} ms ({r['predict_p50']:.2f}x); 32 x 3 batch "
               f"{results[backend]['default']['batch32_median_s']:.3f} -> {results[backend]['invariant']['batch32_median_s']:.3f} s "
-              f"({r['batch32']:.2f}x)", flush=True)
+              f"({r['batch32']:.2f}x); results differing alone vs batched: default "
+              f"{results[backend]['default']['differing_results_of_64']}/64, invariant "
+              f"{results[backend]['invariant']['differing_results_of_64']}/64", flush=True)
     record = {"benchmark": "bench_batch_invariant", "date": dt.date.today().isoformat(), "model": args.model,
               "device": args.device, "questions": list(questions), "calls": args.calls, "batches": args.batches,
               "hardware": {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
