@@ -502,3 +502,37 @@ def test_env_read_app_names_an_unservable_model_with_the_routers_text(monkeypatc
             assert r.status_code == 422
             assert r.json() == {"detail": f"{e.value}, or omit model to let the router choose"}
     assert isinstance(router, Router)
+
+
+class IgnoresThreshold:
+    """An attached agent that answers confidently whatever min_confidence says (it takes and drops it)."""
+
+    def predict_batch(self, states, questions, **kwargs):
+        return [{"answers": {"urgent": {"type": "noul", "noul": 0.9, "confidence": 0.3}},
+                 "usage": {"input_tokens": 1, "output_tokens": 0}} for _ in states]
+
+
+class OlderAgent(IgnoresThreshold):
+    """An attached agent whose predict_batch has no min_confidence, sort_by_length or budget keywords."""
+
+    def predict_batch(self, states, questions, batch_size=None, lang=None):
+        return super().predict_batch(states, questions)
+
+
+@pytest.mark.parametrize("agent", [IgnoresThreshold(), OlderAgent()])
+def test_served_router_gates_what_an_attached_agent_returns(agent):
+    from laya.router import Router
+
+    router = Router()
+    router.attach("stub", agent)
+    with TestClient(create_app(router)) as c:
+        body = {"state": "hi", "questions": QUESTIONS, "model": "stub", "min_confidence": 0.5}
+        single = one(c, body)
+        batch = one(c, {"states": ["a", "b"], "questions": QUESTIONS, "model": "stub", "min_confidence": 0.5},
+                    path="/v1/systemone/batch")
+        plain = one(c, {"state": "hi", "questions": QUESTIONS, "model": "stub"})
+    assert single.status_code == 200 and batch.status_code == 200 and plain.status_code == 200
+    for answer in [single.json()["answers"]["urgent"]] + [r["answers"]["urgent"] for r in batch.json()["results"]]:
+        assert (answer["low_confidence"], answer["abstention"], answer["abstention_threshold"]) == \
+            (True, "abstained", 0.5)
+    assert "abstention" not in plain.json()["answers"]["urgent"]

@@ -11,7 +11,7 @@ from .. import hooks as hooks_mod
 from ..confidence import apply_confidence_gate
 from ..hooks import PredictContext
 
-OPTIONAL_KEYWORDS = ("lang", "sort_by_length")
+OPTIONAL_KEYWORDS = ("lang", "sort_by_length", "min_confidence")  # min_confidence: serve's; the caller gates
 
 
 def _rejected(error: TypeError, kwargs: dict) -> list[str]:

@@ -25,6 +25,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
 from .. import hooks as hooks_mod
+from ..confidence import apply_confidence_gate
 from ..registry import DEFAULT_MODELS
 from . import injected
 from .auth import bearer_ok
@@ -171,9 +172,22 @@ class Server:
             results = [with_x_tournament(r) for r in predict_tournament_batch(agent, states, questions, group,
                                                                               **options)]
         else:
-            results = agent.predict_batch(states, questions, **options)
+            results = self._agent_batch(agent, states, questions, options)
         tokens = sum(r.get("usage", {}).get("input_tokens", 0) for r in results)
         self.child(self.metrics.tokens, name).inc(tokens)
+        return results
+
+    @staticmethod
+    def _agent_batch(agent: Any, states: list, questions: dict, options: dict) -> list:
+        """agent.predict_batch as Router.predict_batch calls it (unset budgets not passed, an older agent's
+        rejected optional keyword dropped), then the min_confidence gate applied here whatever the agent did."""
+        from ..router.calls import call_agent
+
+        kwargs = {k: v for k, v in options.items() if v is not None or k == "lang"}
+        results = list(call_agent(agent.predict_batch, (states, questions), kwargs))
+        if len(results) != len(states):
+            raise RuntimeError(f"the agent's predict_batch returned {len(results)} results for {len(states)} states")
+        apply_confidence_gate(results, options.get("min_confidence"))
         return results
 
     def _on_forward(self, rows: int, items: int, seconds: float) -> None:
