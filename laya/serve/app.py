@@ -173,21 +173,21 @@ class Server:
                                                                               **options)]
         else:
             results = self._agent_batch(agent, states, questions, options)
+        apply_confidence_gate(results, options.get("min_confidence"))  # whatever the agent did with it
         tokens = sum(r.get("usage", {}).get("input_tokens", 0) for r in results)
         self.child(self.metrics.tokens, name).inc(tokens)
         return results
 
     @staticmethod
     def _agent_batch(agent: Any, states: list, questions: dict, options: dict) -> list:
-        """agent.predict_batch as Router.predict_batch calls it (unset budgets not passed, an older agent's
-        rejected optional keyword dropped), then the min_confidence gate applied here whatever the agent did."""
+        """agent.predict_batch as Router.predict_batch calls it: unset budgets not passed, an older agent's
+        rejected optional keyword (lang, sort_by_length, min_confidence) dropped."""
         from ..router.calls import call_agent
 
         kwargs = {k: v for k, v in options.items() if v is not None or k == "lang"}
         results = list(call_agent(agent.predict_batch, (states, questions), kwargs))
         if len(results) != len(states):
             raise RuntimeError(f"the agent's predict_batch returned {len(results)} results for {len(states)} states")
-        apply_confidence_gate(results, options.get("min_confidence"))
         return results
 
     def _on_forward(self, rows: int, items: int, seconds: float) -> None:
