@@ -7,7 +7,10 @@ import importlib.util
 import warnings
 from typing import Any
 
-from .base import Backend, BackendUnavailable
+from .base import Backend, BackendUnavailable, bucket_shape, pad_batch
+
+__all__ = ["AUTO", "NAMES", "Backend", "BackendUnavailable", "auto_policy", "bucket_shape", "install", "is_modernbert",
+           "make_backend", "normalise", "pad_batch", "tilelang_available", "warn_fallback"]
 
 REGISTRY = {  # name -> "module:class"
     "eager": "laya.backends.eager:EagerBackend",
@@ -16,6 +19,7 @@ REGISTRY = {  # name -> "module:class"
     "aoti": "laya.backends.aoti:AOTIBackend",  # needs aoti_path=...; `auto` never picks it
 }
 NAMES = ("auto", "eager", "compile", "tilelang", "onnx")  # the published table (spec §5.1), exactly
+AUTO = "auto"
 EXTRA_NAMES = ("aoti",)  # accepted everywhere (normalise, set_backend, load) but not in the published table
 ALIASES = {"fast": "tilelang", "torch": "eager", "torch.compile": "compile", "inductor": "compile"}
 
@@ -35,7 +39,7 @@ def normalise(name: Any) -> str:
     return key
 
 
-def tilelang_importable() -> bool:
+def tilelang_available() -> bool:
     """tilelang imports and this build has the fused forward (laya.fast) that uses it."""
     if importlib.util.find_spec("laya.fast") is None:
         return False
@@ -46,16 +50,36 @@ def tilelang_importable() -> bool:
     return True
 
 
+tilelang_importable = tilelang_available  # the earlier name
+
+
+def is_modernbert(obj: Any) -> bool:
+    """Whether an agent, a DecisionModel, an encoder or its config (object or dict) is ModernBERT."""
+    for path in (("model", "encoder", "config"), ("encoder", "config"), ("config",), ()):
+        target = obj
+        for attr in path:
+            target = getattr(target, attr, None)
+        model_type = target.get("model_type") if isinstance(target, dict) else getattr(target, "model_type", None)
+        if model_type is not None:
+            return model_type == "modernbert"
+    return False
+
+
 def auto_policy(agent: Any) -> str:
     """TileLang on CUDA for ModernBERT in bf16/fp16 when tilelang imports; else compile on CUDA; else eager."""
     import torch
 
     if getattr(agent, "parallel_options", False) or agent.device.type != "cuda":
         return "eager"
-    model_type = getattr(agent.model.encoder.config, "model_type", None)
-    if model_type == "modernbert" and agent.dtype in (torch.bfloat16, torch.float16) and tilelang_importable():
+    if is_modernbert(agent) and agent.dtype in (torch.bfloat16, torch.float16) and tilelang_available():
         return "tilelang"
     return "compile"
+
+
+def warn_fallback(name: str, why: Any, stacklevel: int = 2) -> None:
+    """The one RuntimeWarning of a backend that cannot run here (the eager forward takes over)."""
+    warnings.warn(f"laya: backend '{name}' is unavailable ({why}); using the eager forward instead.",
+                  RuntimeWarning, stacklevel=stacklevel + 1)
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -84,7 +108,6 @@ def install(agent: Any, name: str, strict: bool = False, **options: Any) -> Back
             raise
         resolved = normalise(name)
         resolved = auto_policy(agent) if resolved == "auto" else resolved
-        warnings.warn(f"laya: backend '{resolved}' is unavailable ({e}); using the eager forward instead.",
-                      RuntimeWarning, stacklevel=3)
+        warn_fallback(resolved, e, stacklevel=3)
         backend = backend_class("eager")(agent).install()
     return backend
