@@ -292,7 +292,8 @@ class Predictor(HookRegistry, StructuredDecisions):
         self.temperature, self.temperature_by_options = clamp_temperatures(
             self.temperature_raw, self.temperature_by_options_raw, **prefix)
         self.binning_map = None
-        self.lang_temperatures = resolve_lang_temperatures(lang_temperatures, self.temperature, **prefix)
+        self.lang_temperatures = resolve_lang_temperatures(lang_temperatures, self.temperature, **prefix,
+                                                           base_map=self.temperature_by_options)
         if calibration is not None:
             self.load_calibration(calibration)
 
