@@ -31,7 +31,7 @@ _LAZY = {
     "PINNED_REVISIONS": "laya.revisions",
     "Agent": "laya.agent",
     "RLAgent": "laya.agent",
-    "load": "laya.agent",
+    "load": "laya.loading",
     # calibration fitting (numpy)
     "fit_temperatures": "laya.calibrate",  # module alias of fit_temperature_map
     "fit_one_temperature": "laya.calibrate",

@@ -22,6 +22,7 @@ from .checkpoint import file_sha256, load_config, load_tokenizer, parse_digest_e
 from .parallel_layout import eager_only
 from .predictor import Predictor, check_batch_invariant
 from .registry import BUNDLE_REPO
+from .rust_tokenizer import load_rust_tokenizer
 from .sequence import Batch
 
 GRAPH_DIGEST_KEYS = ("onnx", "onnx_path")
@@ -63,6 +64,7 @@ def softmax(z: np.ndarray) -> np.ndarray:
 
 class ONNXAgent(Predictor):
     MODEL_NAME = "laya-rl-agent-onnx"
+    collate_arrays = True  # ONNX Runtime takes numpy: the request path never imports torch
 
     def __init__(self, model_id_or_path: str = BUNDLE_REPO, onnx_path: str = "laya.onnx", token: str | None = None,
                  subfolder: str | None = None, revision: str | None = None, expected_sha256: dict | None = None,
@@ -88,7 +90,8 @@ class ONNXAgent(Predictor):
             if not isinstance(graph_digest, str) or got != graph_digest.strip().lower():
                 raise ValueError(f"sha256 mismatch for the ONNX graph {self.onnx_path!r}: expected {graph_digest!r}, "
                                  f"got {got}; refusing to load it")
-        self.tok = load_tokenizer(model_dir, self.cfg["encoder"])
+        # tokenizers alone when the checkpoint has a tokenizer.json: no transformers (nor torch) to import
+        self.tok = load_rust_tokenizer(model_dir) or load_tokenizer(model_dir, self.cfg["encoder"])
         self._positions = self._read_max_positions(model_dir)
 
         self._setup_calibration(lang_temperatures, calibration, prefix=PREFIX)

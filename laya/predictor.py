@@ -52,6 +52,7 @@ class Predictor(HookRegistry, StructuredDecisions):
     parallel_options = False  # the parallel option layout (spec 3.9): Agent only, eager forward only
     # True: every row runs alone at its own length, so a row's numbers never depend on its batch company
     batch_invariant = False
+    collate_arrays = False  # True: batches of numpy arrays (a runtime without torch)
 
     def _infer(self, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -195,7 +196,7 @@ class Predictor(HookRegistry, StructuredDecisions):
         logits: list = []
         act: list = []
         for group in groups:
-            z, a = self._infer(collate(group, pad_id, self.parallel_options))
+            z, a = self._infer(collate(group, pad_id, self.parallel_options, self.collate_arrays))
             logits += z.tolist()
             act += a if isinstance(a, list) else a.tolist()
         return logits, act

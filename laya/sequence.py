@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import torch
 
 from .bytebpe import AsciiByteBPE
 from .questions import QTYPES, Question
@@ -263,26 +262,28 @@ def rows_for(pairs: Any, state_ids: list[int], keep_tail: bool, max_len: int, se
 
 @dataclass
 class Batch:
-    """Collated tensors (the backend contract) plus the per-row bookkeeping decoding needs."""
+    """Collated tensors (the backend contract) plus the per-row bookkeeping decoding needs: torch tensors, or
+    numpy arrays for a runtime without torch (collate(..., arrays=True))."""
 
-    input_ids: torch.Tensor  # [N, L] int64, pad id on the right
-    attention_mask: torch.Tensor  # [N, L] int64 0/1
-    marker_pos: torch.Tensor  # [N, K] int64, 0 where unused
-    marker_mask: torch.Tensor  # [N, K] bool
-    qtype: torch.Tensor  # [N] int64
+    input_ids: Any  # [N, L] int64, pad id on the right
+    attention_mask: Any  # [N, L] int64 0/1
+    marker_pos: Any  # [N, K] int64, 0 where unused
+    marker_mask: Any  # [N, K] bool
+    qtype: Any  # [N] int64
     rows: list[Row]
     # The parallel option layout only (spec 3.9; eager forward): [N, L] int64, 0 on pads. Not part of
     # tensors(), the five-tensor backend contract.
-    position_ids: torch.Tensor | None = None
-    option_ids: torch.Tensor | None = None
+    position_ids: Any | None = None
+    option_ids: Any | None = None
 
-    def tensors(self) -> tuple[torch.Tensor, ...]:
+    def tensors(self) -> tuple[Any, ...]:
         return self.input_ids, self.attention_mask, self.marker_pos, self.marker_mask, self.qtype
 
 
-def collate(rows: list, pad_id: int, parallel: bool = False) -> Batch:
+def collate(rows: list, pad_id: int, parallel: bool = False, arrays: bool = False) -> Batch:
     """Right-pad rows (Rows, or training rows with ids, markers, qtype, head_len) into one batch, in
-    (state, question) order; `parallel` adds the parallel option layout's position and option ids.
+    (state, question) order; `parallel` adds the parallel option layout's position and option ids; `arrays`
+    leaves the tensors as numpy arrays (no torch).
 
     Each tensor is assembled as bytes and wrapped without a copy: ten numpy/torch calls however many rows
     (benchmarks/RESULTS.md, bench_overhead).
@@ -317,22 +318,32 @@ def collate(rows: list, pad_id: int, parallel: bool = False) -> Batch:
         marker_pos += marker_bytes + _ZERO * (k - markers)
         marker_mask += b"\x01" * markers + b"\x00" * (k - markers)
         qtype += _pack_int64(r.qtype)
-    # tensors over the buffers, shared, not copied: numpy shapes them and torch.from_numpy wraps them, two
-    # calls that stay out of torch's op dispatcher (which torch.frombuffer(...).view(...) goes through)
-    from_numpy, array = torch.from_numpy, np.ndarray
-    batch = Batch(from_numpy(array((n, width), _INT64, ids)), from_numpy(array((n, width), _INT64, mask)),
-                  from_numpy(array((n, k), _INT64, marker_pos)), from_numpy(array((n, k), _BOOL, marker_mask)),
-                  from_numpy(array((n,), _INT64, qtype)), rows)
+    # tensors over the buffers, shared, not copied: numpy shapes them and torch.from_numpy wraps them
+    wrap = _identity if arrays else _torch().from_numpy
+    array = np.ndarray
+    batch = Batch(wrap(array((n, width), _INT64, ids)), wrap(array((n, width), _INT64, mask)),
+                  wrap(array((n, k), _INT64, marker_pos)), wrap(array((n, k), _BOOL, marker_mask)),
+                  wrap(array((n,), _INT64, qtype)), rows)
     if parallel:
-        batch.position_ids, batch.option_ids = parallel_ids([(len(r.ids), r.head_len, r.markers) for r in rows],
-                                                            width)
+        position_ids, option_ids = parallel_ids([(len(r.ids), r.head_len, r.markers) for r in rows], width)
+        batch.position_ids, batch.option_ids = wrap(position_ids), wrap(option_ids)
     return batch
+
+
+def _identity(x: Any) -> Any:
+    return x
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
 
 
 _INT64, _BOOL = np.dtype(np.int64), np.dtype(np.bool_)
 
 
-def parallel_ids(rows: list[tuple], width: int) -> tuple[torch.Tensor, torch.Tensor]:
+def parallel_ids(rows: list[tuple], width: int) -> tuple[np.ndarray, np.ndarray]:
     """[N, width] position and option ids of the parallel layout, zeros on the pads; `rows` holds each
     row's (length, head length, markers)."""
     from .parallel_layout import row_positions
@@ -340,7 +351,7 @@ def parallel_ids(rows: list[tuple], width: int) -> tuple[torch.Tensor, torch.Ten
     ids = np.zeros((2, len(rows), width), dtype=np.int64)
     for i, (length, head_len, markers) in enumerate(rows):
         ids[0, i, :length], ids[1, i, :length] = row_positions(length, head_len, markers)
-    return torch.from_numpy(ids[0]), torch.from_numpy(ids[1])
+    return ids[0], ids[1]
 
 
 WARMUP_SHAPES = ((1, 64, 3), (4, 128, 5))  # (rows, tokens, markers) of the synthetic warm-up batches
@@ -350,6 +361,7 @@ def warmup_batch(rows: int, tokens: int, markers: int, fill_id: int, max_len: in
     """A synthetic batch (spec 4: `warmup`): ids all `fill_id`, every token live, markers at 1..m, qtype 0;
     tokens capped at max_len but at least markers + 2."""
     length = max(min(tokens, max_len) if max_len else tokens, markers + 2)
+    torch = _torch()
     ids = torch.full((rows, length), fill_id, dtype=torch.long)
     pos = torch.arange(1, markers + 1).repeat(rows, 1)
     return Batch(ids, torch.ones_like(ids), pos, torch.ones_like(pos, dtype=torch.bool),

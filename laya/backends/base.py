@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import torch
+import numpy as np
 
 from ..parallel_layout import call_model
 from ..sequence import WARMUP_SHAPES, Batch, warmup_batch
@@ -28,9 +28,11 @@ class BackendUnavailable(RuntimeError):
     """This backend cannot run here (missing device, package or support); the message says why."""
 
 
-def is_oom(error: BaseException, device: torch.device) -> bool:
+def is_oom(error: BaseException, device: Any) -> bool:
     if device.type == "cpu":
         return False
+    import torch
+
     return isinstance(error, torch.cuda.OutOfMemoryError) or (
         isinstance(error, RuntimeError) and "memory" in str(error))
 
@@ -123,8 +125,10 @@ class Backend:
     def call(self, tensors: tuple) -> tuple:
         return call_model(self.model, tensors)
 
-    def run(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    def run(self, batch: Batch) -> tuple[Any, Any]:
         """(logits, act_logits) of a collated host batch, under no_grad and the agent's precision."""
+        import torch
+
         self.check_batch(batch)
         tensors = self.inputs(batch)
         agent = self.agent
@@ -162,6 +166,8 @@ class Backend:
         for batch in self.warmup_batches(shapes):
             self.run(batch)
         if self.agent.device.type == "cuda":
+            import torch
+
             torch.cuda.synchronize(self.agent.device)
         return time.perf_counter() - start
 
@@ -192,20 +198,27 @@ def pad_to(tensors: tuple, rows: int, width: int, slots: int, pad_id: int, keep_
     k = pos.shape[1]
     if (rows, width, slots) == (n, length, k):
         return tensors
-    new_ids = ids.new_full((rows, width), pad_id)
+    new_ids = _full(ids, (rows, width), pad_id)
     new_ids[:n, :length] = ids
-    new_mask = mask.new_zeros((rows, width))
+    new_mask = _full(mask, (rows, width), 0)
     new_mask[:n, :length] = mask
     if keep_one_token:
         new_mask[n:, 0] = 1
-    new_pos = pos.new_zeros((rows, slots))
+    new_pos = _full(pos, (rows, slots), 0)
     new_pos[:n, :k] = pos
-    new_live = live.new_zeros((rows, slots))
+    new_live = _full(live, (rows, slots), 0)
     new_live[:n, :k] = live
     new_live[n:, 0] = True
-    new_qtype = qtype.new_zeros(rows)
+    new_qtype = _full(qtype, (rows,), 0)
     new_qtype[:n] = qtype
     return new_ids, new_mask, new_pos, new_live, new_qtype
+
+
+def _full(like: Any, shape: tuple, value: int) -> Any:
+    """A new array or tensor like `like` (dtype, device) filled with `value`."""
+    if isinstance(like, np.ndarray):
+        return np.full(shape, value, dtype=like.dtype)
+    return like.new_full(shape, value)
 
 
 def pad_batch(input_ids, attention_mask, marker_pos, marker_mask, qtype, max_len: int | None,

@@ -102,5 +102,6 @@ class OnnxBackend(Backend):
         k = batch.marker_pos.shape[1]
         # a masked extra slot gets probability 0 and leaves the act features unchanged
         tensors = pad_to(batch.tensors(), ids.shape[0], ids.shape[1], max(k, MIN_MARKERS), self.agent.tok.pad_token_id)
-        logits, act_logits = self.session.run(list(OUTPUT_NAMES), {n: t.numpy() for n, t in zip(INPUT_NAMES, tensors)})
+        feed = {n: np.asarray(t) for n, t in zip(INPUT_NAMES, tensors)}  # (numpy, or host torch tensors)
+        logits, act_logits = self.session.run(list(OUTPUT_NAMES), feed)
         return np.ascontiguousarray(logits[:, :k], dtype=np.float32), act_logits

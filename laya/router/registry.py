@@ -142,9 +142,14 @@ def agent_class() -> Any:
 
 def agent_parameters() -> set[str] | None:
     """Keyword names the Agent class the Router builds accepts (None: any, it takes **kwargs); for laya's
-    Agent also `laya.load`'s. Imports torch unless the class was replaced: asked only for agent_kwargs."""
+    Agent also `laya.load`'s (a torch-free constant, pinned against the signatures by tests)."""
     import inspect
 
+    agent_module = f"{__package__.rsplit('.', 1)[0]}.agent"
+    if vars(sys.modules[__package__]).get("Agent") is None and agent_module not in sys.modules:
+        from ..loading import LOAD_PARAMETERS
+
+        return set(LOAD_PARAMETERS)
     cls = agent_class()
     params = inspect.signature(cls.__init__).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):

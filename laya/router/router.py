@@ -155,7 +155,7 @@ class Router(HookRegistry, StructuredDecisions):
         arguments = dict(arguments)
         repo = arguments.pop("model_id_or_path")
         if "onnx_path" in arguments or str(arguments.get("backend") or "").strip().lower() == "onnx":
-            from ..agent import load  # the exported-graph runtime is built by laya.load
+            from ..loading import load  # the exported-graph runtime is built by laya.load (no torch)
 
             return load(repo, **arguments)
         return agent_class()(repo, **arguments)
