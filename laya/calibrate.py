@@ -20,7 +20,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .answers import (TEMP_MAX, TEMP_MIN, apply_binning_map, clamp_temperature, temp_bucket,  # noqa: F401 (re-exported)
+from .answers import (TEMP_MAX, TEMP_MIN, apply_binning_map, clamp_temperature, softmax, temp_bucket,  # noqa: F401 (re-exported)
                       temperature_rejected)
 from .questions import QTYPE_NAMES
 
@@ -110,12 +110,6 @@ def check_bins(bins: Any) -> int:
 
 # ---- fitting -----------------------------------------------------------------------------------------
 
-def _softmax(z: np.ndarray) -> np.ndarray:
-    z = np.asarray(z, dtype=np.float64)
-    e = np.exp(z - z.max())
-    return e / e.sum()
-
-
 def _fit_raw_temperature(pairs: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
     """The T minimising mean NLL of softmax(z / T) against the targets (LBFGS on log T), before the clamp."""
     import torch
@@ -159,7 +153,8 @@ def predictions(records: Iterable[Record], temperature: Sequence[float] = (1.0, 
     argmax) per record."""
     conf, correct = [], []
     for qtype, logits, target, k in records:
-        p = _softmax(np.asarray(logits[:k], dtype=np.float64) / temperature_for(qtype, k, temperature, by_options))
+        t = temperature_for(qtype, k, temperature, by_options)
+        p = np.asarray(softmax([float(v) / t for v in logits[:k]]))
         c = float(p.max())
         conf.append(apply_binning_map(c, temp_bucket(qtype, k), binning_map) if binning_map else c)
         correct.append(int(np.argmax(p)) == int(np.argmax(np.asarray(target[:k]))))

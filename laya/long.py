@@ -25,7 +25,7 @@ from .hooks import as_hooks
 from .answers import positive_int
 from .questions import render_state
 from .question_sets import checked_questions
-from .sequence import DEFAULT_HEAD_MAX_LEN, DEFAULT_MAX_LEN, encode, scrub_mask, state_room, tokenizer_view
+from .sequence import config_head_max_len, config_max_len, encode, scrub_mask, state_room, tokenizer_view
 
 WINDOW_BATCH_CAP = 16  # windows answered per forward when the caller gives no batch_size
 MIN_DEFAULT_WINDOW = 64
@@ -120,8 +120,7 @@ def predict_long(predictor: Any, state: Any, questions: dict, window: int | None
         raise TypeError(f"questions must be a dict {{id: definition}}, got {type(questions).__name__}")
     qs = checked_questions(questions)
     cfg = predictor.cfg
-    max_len = int(cfg.get("max_len", DEFAULT_MAX_LEN))
-    head_max_len = int(cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN))
+    max_len, head_max_len = config_max_len(cfg), config_head_max_len(cfg)
     if batch_size is not None:
         positive_int(batch_size, "predict_long: batch_size")
     tok = predictor.tok

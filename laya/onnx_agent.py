@@ -56,12 +56,6 @@ def split_digests(expected: dict | None) -> tuple[dict | None, str | None]:
     return rest, (graph[0] if graph else None)
 
 
-def softmax(z: np.ndarray) -> np.ndarray:
-    z = z.astype(np.float32)
-    e = np.exp(z - z.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
 class ONNXAgent(Predictor):
     MODEL_NAME = "laya-rl-agent-onnx"
     collate_arrays = True  # ONNX Runtime takes numpy: the request path never imports torch

@@ -24,7 +24,7 @@ from .hooks import HookRegistry, PredictContext
 from .long import predict_long
 from .questions import Question, keeps_tail, render_state
 from .question_sets import question_set
-from .sequence import (DEFAULT_HEAD_MAX_LEN, DEFAULT_MAX_LEN, Batch, Row, build_head, collate, encode, encode_view,
+from .sequence import (Batch, Row, build_head, collate, config_head_max_len, config_max_len, encode, encode_view,
                        rows_for, scrub_mask, tokenizer_view)
 from .structured import StructuredDecisions
 
@@ -216,10 +216,9 @@ class Predictor(HookRegistry, StructuredDecisions):
     def _row_limits(self, max_len: int | None, head_max_len: int | None) -> tuple[int, int]:
         """(max_len, head_max_len) of a call: the caller's, else the checkpoint config's; checked."""
         cfg = self.cfg
-        max_len = positive_int(max_len if max_len is not None else int(cfg.get("max_len", DEFAULT_MAX_LEN)),
-                               "max_len")
-        head_max_len = positive_int(head_max_len if head_max_len is not None
-                                    else int(cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN)), "head_max_len")
+        max_len = positive_int(max_len if max_len is not None else config_max_len(cfg), "max_len")
+        head_max_len = positive_int(head_max_len if head_max_len is not None else config_head_max_len(cfg),
+                                    "head_max_len")
         limit = self._max_positions()
         if limit is not None and max_len > limit:
             raise ValueError(f"max_len={max_len} exceeds the encoder's max_position_embeddings={limit}; "

@@ -58,6 +58,16 @@ class TokenizerView:
         self.head_sets: dict = {}  # (question-set key, head_max_len) -> tuple of Heads (insertion order = age)
 
 
+def config_max_len(cfg: dict) -> int:
+    """The checkpoint config's row length (max_len), DEFAULT_MAX_LEN when it names none."""
+    return int(cfg.get("max_len", DEFAULT_MAX_LEN))
+
+
+def config_head_max_len(cfg: dict) -> int:
+    """The checkpoint config's question-head budget (head_max_len), DEFAULT_HEAD_MAX_LEN when it names none."""
+    return int(cfg.get("head_max_len", DEFAULT_HEAD_MAX_LEN))
+
+
 _views: "weakref.WeakKeyDictionary[Any, TokenizerView]" = weakref.WeakKeyDictionary()
 
 

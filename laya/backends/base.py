@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..parallel_layout import call_model
-from ..sequence import WARMUP_SHAPES, Batch, warmup_batch
+from ..sequence import WARMUP_SHAPES, Batch, config_max_len, warmup_batch
 
 DYNAMIC_MAX_L = 256  # token buckets are multiples of 16 up to here...
 LONG_BUCKET = 64  # ...and multiples of 64 beyond (fewer shapes for long requests)
@@ -155,7 +155,7 @@ class Backend:
 
     def warmup_batches(self, shapes: Any = None) -> list[Batch]:
         """The synthetic batches that make this forward ready, each `warmup_repeats` times."""
-        cap = self.max_len or int(self.agent.cfg.get("max_len", 512))
+        cap = self.max_len or config_max_len(self.agent.cfg)
         fill = self.agent.tok.cls_token_id
         return [warmup_batch(rows, tokens, markers, fill, cap)
                 for rows, tokens, markers in shapes or self.warmup_shapes for _ in range(self.warmup_repeats)]

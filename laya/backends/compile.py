@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from ..model import broadcast_masks
-from ..sequence import WARMUP_SHAPES as AGENT_WARMUP_SHAPES
+from ..sequence import WARMUP_SHAPES as AGENT_WARMUP_SHAPES, config_max_len
 from .base import TOKEN_ALIGN, Backend, BackendUnavailable, pad_batch, pad_to
 
 WARMUP_SHAPES = (*AGENT_WARMUP_SHAPES, (8, 256, 6))
@@ -146,7 +146,7 @@ class CompileBackend(Backend):
         if not hasattr(torch, "compile"):
             raise BackendUnavailable(f"torch {torch.__version__} has no torch.compile")
         self.cache_dir = configure_inductor_cache()
-        self.max_len = int(self.agent.cfg.get("max_len", 512))
+        self.max_len = config_max_len(self.agent.cfg)
         kwargs = {} if self.mode == "default" else {"mode": self.mode}
         self.compiled = torch.compile(self._aligned_forward, dynamic=True, **kwargs)
         if self.do_warmup:

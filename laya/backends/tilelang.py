@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from ..sequence import config_max_len
 from .base import Backend, BackendUnavailable
 
 
@@ -43,7 +44,7 @@ class TileLangBackend(Backend):
             fast_module = importlib.import_module("laya.fast")
         except ImportError as e:
             raise BackendUnavailable(f"the fused forward (laya.fast) does not import: {e}") from None
-        options = dict(max_len=int(agent.cfg.get("max_len", 512)), use_graphs=self.use_graphs,
+        options = dict(max_len=config_max_len(agent.cfg), use_graphs=self.use_graphs,
                        verbose=self.verbose, dtype=agent.dtype, pad_id=agent.tok.pad_token_id)
         try:
             self._fast = fast_module.FastLaya(agent.model, **options)

@@ -7,15 +7,12 @@ import math
 
 import numpy as np
 
+from ..answers import softmax
+
 CALIB_WARN_N = 50  # calibration items of one question type below which its temperature is a rough fit
 COLLAPSE_LOGIT_RANGE = 0.05  # mean within-row logit range below which the options are not separated
 COLLAPSE_CE_REL = 0.02  # calibration CE within this fraction of ln K: no better than the uniform answer
 QTYPE_ORDER = ("choice", "score", "noul")
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max())
-    return e / e.sum()
 
 
 def collapse_stats(records: list) -> dict:
@@ -25,7 +22,7 @@ def collapse_stats(records: list) -> dict:
         return {"n": 0, "mean_logit_range": None, "calibration_ce": None, "uniform_ce": None}
     spread = float(np.mean([np.ptp(np.asarray(r[1][:r[3]], dtype=float)) for r in records]))
     ce = float(np.mean([-(np.asarray(r[2][:r[3]], dtype=float)
-                          * np.log(np.clip(_softmax(np.asarray(r[1][:r[3]], dtype=float)), 1e-12, 1))).sum()
+                          * np.log(np.clip(np.asarray(softmax(r[1][:r[3]])), 1e-12, 1))).sum()
                         for r in records]))
     uniform = float(np.mean([math.log(max(2, r[3])) for r in records]))
     return {"n": len(records), "mean_logit_range": spread, "calibration_ce": ce, "uniform_ce": uniform}

@@ -30,7 +30,7 @@ from ..answers import temp_bucket
 from ..calibrate import fit_abstention_thresholds, fit_temperature_map
 from ..parallel_layout import call_model, check_layout, require_modernbert
 from ..questions import keeps_tail, render_state
-from ..sequence import build_row, collate, encode, scrub_mask, tokenizer_view
+from ..sequence import build_row, collate, config_head_max_len, config_max_len, encode, scrub_mask, tokenizer_view
 from .config import TrainConfig, optimizer_updates, shuffle_types  # noqa: F401 (TrainConfig: re-export)
 from .data import Example, check_finite, draw_option_order, load_examples, with_option_order
 from .collapse import calibration_warnings
@@ -134,7 +134,7 @@ def init_model(base: str, seed: int = 0, max_len: int | None = None, head_max_le
     if head_max_len:
         cfg["head_max_len"] = int(head_max_len)
     limit = getattr(model.encoder.config, "max_position_embeddings", None)
-    if isinstance(limit, int) and cfg.get("max_len", 512) > limit:
+    if isinstance(limit, int) and config_max_len(cfg) > limit:
         cfg["max_len"] = limit
     set_layout(model, cfg, option_layout, f" ({base})")
     return model, tok, cfg
@@ -160,7 +160,7 @@ def make_rows(tok: Any, examples: Sequence[Example], cfg: dict, rng: random.Rand
               types: tuple | None = None) -> list[tuple]:
     """(Row, slot-order target) per example; with rng, each question (of `types`, None = all) gets a random
     option_order."""
-    max_len, head_max_len = int(cfg.get("max_len", 512)), int(cfg.get("head_max_len", 192))
+    max_len, head_max_len = config_max_len(cfg), config_head_max_len(cfg)
     out, cache = [], {}
     for ex in examples:
         text = render_state(ex.state)
