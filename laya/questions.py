@@ -46,11 +46,42 @@ class Question:
         return [self.option_texts[i] for i in self.option_order]
 
 
+_TOO_DEEP = "nests too deeply to render as JSON (past Python's recursion limit); flatten it or pass it as text"
+_SURROGATE_FIX = ("text must be encodable as UTF-8: pair the surrogate with its other half or remove it (a "
+                  "lone surrogate usually comes from a string cut in the middle of an emoji)")
+
+
+def lone_surrogate(text: str) -> tuple[int, int] | None:
+    """(position, code point) of the first unpaired UTF-16 surrogate in `text`, or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return e.start, ord(text[e.start])
+    return None
+
+
+def check_text(what: str, text: str) -> str:
+    """`text` unchanged, or a ValueError naming `what` when it cannot be tokenised (a lone surrogate)."""
+    found = lone_surrogate(text)
+    if found is not None:
+        raise ValueError(f"{what} contains a lone surrogate U+{found[1]:04X} at position {found[0]}; {_SURROGATE_FIX}")
+    return text
+
+
+def _json_text(value: Any, what: str, **kwargs: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, **kwargs)
+    except RecursionError:
+        raise ValueError(f"{what} {_TOO_DEEP}") from None
+
+
 def render_criterion(value: Any) -> str:
     """Strings verbatim; anything else as one-line JSON (the published rendering)."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+    return _json_text(value, "criterion", separators=(", ", ": "), default=str)
 
 
 def render_options(qtype: str, criteria: Any, labels: dict | None = None) -> list[str]:
@@ -69,13 +100,19 @@ def render_options(qtype: str, criteria: Any, labels: dict | None = None) -> lis
 
 
 def render_state(state: Any) -> str:
-    """The text a state contributes: strings verbatim, dicts and lists as JSON."""
+    """The text a state contributes: strings verbatim, dicts and lists as JSON; a ValueError for a state that
+    cannot be tokenised (a lone surrogate) or rendered (nested past the recursion limit)."""
+    return check_text("state", state_text(state))
+
+
+def state_text(state: Any) -> str:
+    """`render_state` without the tokenisability check (the HTTP server answers surrogates with its own 400)."""
     if state is None:
         raise TypeError("state is None; pass a string, a JSON object (dict) or a list of turns")
     if isinstance(state, str):
         return state
     if isinstance(state, (dict, list)):
-        return json.dumps(state, ensure_ascii=False)
+        return _json_text(state, "state")
     raise TypeError(
         f"state must be a str, dict or list, not {type(state).__name__}; "
         "convert it to text or JSON-compatible data first")
@@ -109,12 +146,45 @@ def _instructions_text(qid: Any, definition: dict) -> str:
     if isinstance(value, str):
         text = value
     elif isinstance(value, (dict, list)) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
-        text = json.dumps(value, ensure_ascii=False)
+        try:
+            text = _json_text(value, "'instructions'")
+        except ValueError as e:
+            raise _fail(qid, str(e)) from None
     else:
         raise _fail(qid, f"'instructions' must be a string (or JSON data), not {type(value).__name__}")
     if not text.strip() or (isinstance(value, (dict, list)) and not value):  # "[]" / "{}" ask nothing either
         raise _fail(qid, f"'instructions' must not be empty; {_ANSWER_TEXT}")
-    return text
+    try:
+        return check_text("'instructions'", text)
+    except ValueError as e:
+        raise _fail(qid, str(e)) from None
+
+
+def _option_name(qtype: str, index: int, label: Any) -> str:
+    if qtype == "choice":
+        return f"option {label!r}"
+    if qtype == "score":
+        return f"score level {index}"
+    return f"the {label!r} option"
+
+
+def _option_texts(qid: Any, qtype: str, criteria: Any, labels: dict | None, option_labels: tuple) -> tuple:
+    """The rendered option texts, each one tokenisable; errors name the option."""
+    for i, level in enumerate(criteria if qtype == "score" else ()):
+        try:
+            render_criterion(level)
+        except ValueError:
+            raise _fail(qid, f"score level {i} {_TOO_DEEP}") from None
+    try:
+        texts = tuple(render_options(qtype, criteria, labels))
+    except ValueError:
+        raise _fail(qid, f"an option description {_TOO_DEEP}") from None
+    for i, (text, label) in enumerate(zip(texts, option_labels)):
+        try:
+            check_text(f"{_option_name(qtype, i, label)} text {text!r}", text)
+        except ValueError as e:
+            raise _fail(qid, str(e)) from None
+    return texts
 
 
 def _is_scalar_label(label: Any) -> bool:
@@ -218,12 +288,13 @@ def check_question(qid: Any, definition: Any) -> Question:
     elif qtype == "score":
         criteria = _score_levels(qid, criteria)
         option_labels = tuple(str(i) for i in range(len(criteria)))
-        legend = tuple(render_criterion(level) for level in criteria)
     else:
         criteria = _noul_criteria(qid, criteria)
         option_labels = ("false", "true")
         legend = None
-    texts = tuple(render_options(qtype, criteria, labels))
+    texts = _option_texts(qid, qtype, criteria, labels, option_labels)
+    if qtype == "score":
+        legend = tuple(render_criterion(level) for level in criteria)
     order = _option_order(qid, definition.get("option_order"), len(texts))
     return Question(qid, qtype, instructions, texts, option_labels, legend, order)
 

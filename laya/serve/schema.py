@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..answers import check_min_confidence
-from ..questions import Question, check_questions, render_state
+from ..questions import Question, check_questions, state_text
 from ..router import STANDALONE_MODELS
+from ..router.policy import TYPED
 from .body import has_lone_surrogate, parse_json  # noqa: F401 - parse_json re-exported for callers
 from .errors import ApiError, fail, library
 from .limits import (BATCH_BODY_CALL_CONTROLS, BATCH_BODY_OUT_PARAMETERS, BODY_CONTROLS, BODY_REFUSALS,
@@ -126,7 +127,7 @@ def check_limits(questions: dict, max_choice_options: int = MAX_CHOICE_OPTIONS) 
 def check_state(state: Any) -> int:
     """The rendered state's length, once it is known to be within the limit."""
     try:
-        text = render_state(state)
+        text = state_text(state)  # a lone surrogate is answered later, with the published 400
     except TypeError as e:
         raise library(e) from None
     except (ValueError, RecursionError):
@@ -169,10 +170,18 @@ def _lang(body: dict, name: str) -> str | None:
     return value
 
 
-def _task(body: dict) -> str | None:
+def _task(body: dict, limits: Limits, model: str | None) -> str | None:
+    """The `task` field; one that names no checkpoint is refused naming `task` (an explicit model overrides it)."""
     value = body.get("task")
     if value is not None and not isinstance(value, str):
         raise fail("task_not_text", kind=type(value).__name__, value=value)
+    key = (value or "").strip().lower()
+    if model is None and key and key.replace("_", "-") != TYPED:
+        try:
+            limits.resolve(key)
+        except ValueError as e:
+            text = limits.unknown_model(key, str(e)) if limits.unknown_model else str(e)
+            raise fail("task_unknown", value=value, unknown=text) from None
     return value
 
 
@@ -209,7 +218,7 @@ def _controls(body: dict, limits: Limits) -> dict:
     model = model_field(body.get("model"), limits.registered, limits.resolve, limits.unknown_model)
     max_len = _token_count(body, "max_len", limits.budget)
     head_max_len = _token_count(body, "head_max_len", limits.budget)
-    task = _task(body)
+    task = _task(body, limits, model)
     lang, lang_guess = _lang(body, "lang"), _lang(body, "lang_guess")
     try:
         min_confidence = check_min_confidence(body.get("min_confidence"))

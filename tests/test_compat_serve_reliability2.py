@@ -1,0 +1,277 @@
+"""Issue 25 items 8 and 10-13: lone surrogates and deep nesting are the library's ValueErrors naming the field,
+`task` errors name `task`, compressed bodies are 415, start-up failures are one line and exit 2, and
+`--no-batching` answers a batch request in one predict call."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+
+from laya.questions import check_questions, render_state
+
+NOUL = {"type": "noul", "instructions": "Is it urgent?"}
+QUESTIONS = {"urgent": NOUL}
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def nested(depth: int, leaf=1):
+    value = leaf
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+# ---- 10: lone surrogates and deep nesting through the Python API ------------------------------------------
+
+@pytest.mark.parametrize("state, position", [("abc\ud800", 3), ("\udfff", 0), ({"k\ud800": 1}, 3),
+                                             (["ok", "x\udc00"], 9)])
+def test_a_lone_surrogate_in_a_state_is_a_value_error_naming_it(state, position):
+    with pytest.raises(ValueError, match=rf"^state contains a lone surrogate U\+D[89A-F][0-9A-F]{{2}} at position "
+                                         rf"{position}; "):
+        render_state(state)
+
+
+def test_paired_surrogates_and_plain_text_render_as_before():
+    assert render_state("a\U0001F600b") == "a\U0001F600b"
+    assert render_state({"a": ["é"]}) == '{"a": ["é"]}'
+
+
+@pytest.mark.parametrize("definition, field", [
+    ({"type": "noul", "instructions": "I\ud800"}, "'instructions' contains a lone surrogate U+D800 at position 1"),
+    ({"type": "noul", "instructions": {"k": "\ud800"}}, "'instructions' contains a lone surrogate U+D800"),
+    ({"type": "choice", "instructions": "I", "criteria": ["a\udc00", "b"]}, "option 'a\\udc00' text"),
+    ({"type": "choice", "instructions": "I", "criteria": {"a": "d\udc00", "b": None}}, "option 'a' text"),
+    ({"type": "score", "instructions": "I", "criteria": ["lo", "hi\ud800"]}, "score level 1 text"),
+    ({"type": "noul", "instructions": "I", "labels": {"false": "n\ud800", "true": "y"}}, "the 'false' option"),
+    ({"type": "noul", "instructions": "I", "criteria": {"true": "\udbff"}}, "the 'true' option"),
+])
+def test_a_lone_surrogate_in_a_question_names_the_question_and_field(definition, field):
+    with pytest.raises(ValueError) as e:
+        check_questions({"q": definition})
+    text = str(e.value)
+    assert text.startswith("question 'q': ") and field in text and "lone surrogate" in text, text
+
+
+@pytest.mark.parametrize("definition, field", [
+    ({"type": "noul", "instructions": nested(5000)}, "'instructions'"),
+    ({"type": "score", "instructions": "I", "criteria": ["a", nested(5000)]}, "score level 1"),
+    ({"type": "choice", "instructions": "I", "criteria": {"a": nested(5000)}}, "an option description"),
+])
+def test_deep_question_values_are_value_errors(definition, field):
+    with pytest.raises(ValueError, match=rf"^question 'q': {field} nests too deeply to render as JSON"):
+        check_questions({"q": definition})
+
+
+def test_a_state_nested_5000_deep_is_a_value_error():
+    with pytest.raises(ValueError, match="^state nests too deeply to render as JSON"):
+        render_state(nested(5000))
+    with pytest.raises(ValueError, match="^state nests too deeply"):
+        render_state({"a": nested(5000)})
+
+
+@pytest.mark.parametrize("state, questions, match", [
+    ("abc\ud800", QUESTIONS, "^state contains a lone surrogate U\\+D800 at position 3"),
+    (nested(5000), QUESTIONS, "^state nests too deeply"),
+    ("x", {"q": {"type": "noul", "instructions": "I\ud800"}}, "^question 'q': 'instructions' contains a lone"),
+    ("x", {"q": {"type": "choice", "instructions": "I", "criteria": ["a\udc00", "b"]}}, "^question 'q': option"),
+])
+def test_agent_and_router_raise_the_value_error(agent, tiny_checkpoint, state, questions, match):
+    from laya.router import Router
+
+    with pytest.raises(ValueError, match=match):
+        agent.predict(state, questions)
+    with pytest.raises(ValueError, match=match):
+        agent.predict_batch(["fine", state], questions)
+    router = Router(models={"support": tiny_checkpoint}, default="support", device="cpu")
+    with pytest.raises(ValueError, match=match):
+        router.predict(state, questions)
+
+
+# ---- the HTTP side of 10, and 11, 12 ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def served(tiny_checkpoint):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+
+    from laya.router import Router
+    from laya.serve import ServeConfig, create_app
+
+    router = Router(models={"support": tiny_checkpoint}, default="support", device="cpu")
+    cfg = ServeConfig(extra_models={"support": tiny_checkpoint}, default_model="support", device="cpu")
+    app = create_app(router, cfg=cfg)
+    with TestClient(app) as c:
+        yield c, app
+
+
+SURROGATE = "request body contains an unpaired surrogate escape; those cannot be encoded as UTF-8"
+
+
+@pytest.mark.parametrize("body", [
+    '{"state": "abc\\ud800", "questions": {"q": {"type": "noul", "instructions": "x"}}}',
+    '{"state": {"k\\udc00": 1}, "questions": {"q": {"type": "noul", "instructions": "x"}}}',
+    '{"state": "a", "questions": {"q": {"type": "noul", "instructions": "I\\ud800"}}}',
+    '{"state": "a", "questions": {"q": {"type": "choice", "instructions": "I", "criteria": ["a\\ud800", "b"]}}}',
+])
+def test_surrogates_over_http_stay_the_published_400(served, body):
+    client, _ = served
+    r = client.post("/v1/systemone", content=body)
+    assert r.status_code == 400 and r.json() == {"detail": SURROGATE}, r.text
+
+
+@pytest.mark.parametrize("task", ["../../etc/passwd", "/etc/passwd", "nosuchtask", "org/repo"])
+def test_an_unknown_task_names_the_task_field(served, task):
+    client, _ = served
+    for path, body in (("/v1/systemone", {"state": "hello", "questions": QUESTIONS, "task": task}),
+                       ("/v1/systemone/batch", {"states": ["hello"], "questions": QUESTIONS, "task": task})):
+        r = client.post(path, json=body)
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"]
+        assert detail.startswith(f"task {task!r} names no task or checkpoint"), detail
+        assert "'english'" not in detail and "'multilingual'" not in detail  # only what this server serves
+
+
+def test_known_tasks_and_an_explicit_model_still_route(served):
+    client, _ = served
+    for extra in ({"task": "support"}, {"task": " Support "}, {"task": ""}, {"task": "x", "model": "support"}):
+        r = client.post("/v1/systemone", json={"state": "hello", "questions": QUESTIONS, **extra})
+        assert r.status_code == 200, (extra, r.text)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br", "GZIP", "gzip, identity", "x-custom"])
+def test_a_compressed_body_is_415_unsupported_encoding(served, encoding):
+    client, app = served
+    payload = gzip.compress(json.dumps({"state": "hello", "questions": QUESTIONS}).encode())
+    forwards = app.state.server.batcher.forwards
+    for path in ("/v1/systemone", "/v1/systemone/batch"):
+        r = client.post(path, content=payload, headers={"Content-Encoding": encoding})
+        assert r.status_code == 415, r.text
+        assert r.json()["detail"].startswith("unsupported encoding"), r.text
+        assert repr(encoding) in r.json()["detail"]
+    assert app.state.server.batcher.forwards == forwards
+
+
+def test_identity_encoding_is_read_as_usual(served):
+    client, _ = served
+    body = json.dumps({"state": "hello", "questions": QUESTIONS})
+    for encoding in ("identity", "Identity", ""):
+        r = client.post("/v1/systemone", content=body, headers={"Content-Encoding": encoding})
+        assert r.status_code == 200, r.text
+
+
+# ---- 8: --no-batching answers a batch request in one call -------------------------------------------------
+
+def test_no_batching_answers_a_64_state_batch_in_one_predict_batch(tiny_checkpoint):
+    pytest.importorskip("fastapi")
+    pytest.importorskip("httpx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+
+    from laya.router import Router
+    from laya.serve import ServeConfig, create_app
+
+    router = Router(models={"support": tiny_checkpoint}, default="support", device="cpu")
+    cfg = ServeConfig(extra_models={"support": tiny_checkpoint}, default_model="support", device="cpu",
+                      batching=False)
+    app = create_app(router, cfg=cfg)
+    agent = router.load("support")
+    calls = []
+    original = agent.predict_batch
+
+    def counted(states, *args, **kwargs):
+        calls.append(len(states))
+        return original(states, *args, **kwargs)
+
+    agent.predict_batch = counted
+    try:
+        with TestClient(app) as client:
+            states = [f"state number {i}" for i in range(64)]
+            r = client.post("/v1/systemone/batch", json={"states": states, "questions": QUESTIONS})
+            assert r.status_code == 200, r.text
+            assert calls == [64] and app.state.server.batcher.forwards == 1
+            expected = [original([s], QUESTIONS)[0]["answers"] for s in states[:3]]
+            assert [res["answers"]["urgent"]["noul"] for res in r.json()["results"][:3]] == \
+                   [e["urgent"]["noul"] for e in expected]
+            calls.clear()
+            for i in range(3):  # separate requests are still one forward each
+                assert client.post("/v1/systemone", json={"state": f"s{i}", "questions": QUESTIONS}).status_code == 200
+            assert calls == [1, 1, 1]
+    finally:
+        agent.predict_batch = original
+
+
+def test_batcher_without_batching_keeps_one_submit_together():
+    from laya.serve.batcher import Batcher, Item
+
+    seen = []
+
+    def infer(name, states, questions, options):
+        seen.append(list(states))
+        return [{"answers": {}, "state": s} for s in states]
+
+    batcher = Batcher(infer, batching=False)
+    try:
+        first = batcher.submit([Item(("k",), "m", f"a{i}", {}, 1, 8, {}) for i in range(5)])
+        second = batcher.submit([Item(("k",), "m", "b0", {}, 1, 8, {})])
+        for f in first + second:
+            f.result(timeout=10)
+    finally:
+        batcher.stop()
+    assert seen == [["a0", "a1", "a2", "a3", "a4"], ["b0"]]
+
+
+# ---- 13: start-up failures are one line and exit 2 --------------------------------------------------------
+
+def _serve(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ROOT}
+    return subprocess.run([sys.executable, "-m", "laya.serve", "--port", "18531", "--device", "cpu", *args],
+                          capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def broken_dirs(tiny_checkpoint, tmp_path_factory):
+    import shutil
+
+    base = tmp_path_factory.mktemp("broken")
+    empty = base / "empty"
+    empty.mkdir()
+    truncated = base / "truncated"
+    shutil.copytree(tiny_checkpoint, truncated)
+    weights = truncated / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:200])
+    return {"empty": str(empty), "truncated": str(truncated)}
+
+
+@pytest.mark.parametrize("case", ["missing", "empty", "truncated", "backend", "hub_offline", "no_preload_backend"])
+def test_start_up_failures_print_one_line_and_exit_2(case, broken_dirs, tiny_checkpoint, tmp_path):
+    args, expect = {
+        "missing": (["--model", f"s={tmp_path / 'nowhere'}"], "no checkpoint at s"),
+        "empty": (["--model", f"s={broken_dirs['empty']}"], "does not contain 'rl_agent_config.json'"),
+        "truncated": (["--model", f"s={broken_dirs['truncated']}"], broken_dirs["truncated"]),
+        "backend": (["--model", f"s={tiny_checkpoint}", "--backend", "bogus"], "unknown backend 'bogus'"),
+        "hub_offline": (["--model", "s=someorg/no-such-laya-repo"], "someorg/no-such-laya-repo"),
+        "no_preload_backend": (["--no-preload", "--model", f"s={tiny_checkpoint}", "--backend", "bogus"],
+                               "unknown backend 'bogus'"),
+    }[case]
+    done = _serve(*args)
+    assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("laya serve: error: ") and expect in lines[0], lines[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_debug_log_level_adds_the_traceback(broken_dirs):
+    done = _serve("--model", f"s={broken_dirs['truncated']}", "--log-level", "debug")
+    assert done.returncode == 2
+    assert "Traceback" in done.stderr and done.stderr.rstrip().splitlines()[-1].startswith("laya serve: error: ")
