@@ -51,6 +51,10 @@ def build_router(cfg: ServeConfig) -> Any:
     """The Router of a `ServeConfig` (the `laya serve` flags); `laya.serve.build_router()` reads the env."""
     from ..router import Router
 
+    if cfg.backend:
+        from ..backends import normalise
+
+        normalise(cfg.backend)  # a misspelt --backend is refused now, not on the first request of --no-preload
     agent_kwargs = {"backend": cfg.backend} if cfg.backend else {}
     if cfg.batch_invariant:
         agent_kwargs["batch_invariant"] = True
@@ -104,6 +108,7 @@ class Server:
                                on_forward=self._on_forward)
         self.heap = FrozenHeap(cfg.gc_freeze)
         self.admitted = 0
+        self.started = False
         self.last_request = time.monotonic()
         self._children: dict = {}  # labelled metric children, looked up once
 
@@ -127,18 +132,22 @@ class Server:
     # ---- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Thread settings, preload, worker start (blocking: run it off the event loop)."""
+        """Thread settings, preload, worker start (blocking: run it off the event loop); once only, so `laya serve`
+        can run it before uvicorn and report a failure in one line."""
+        if self.started:
+            return
+        self.started = True
         if self.cfg.threads:
             import torch
 
             torch.set_num_threads(self.cfg.threads)
         if not self.batched:
             return
+        if self.cfg.preload:
+            self.router.preload(self.served)
         if self.custom_only and self.auto_default != self.router.default:
             log.info("laya serve: serving %s only; requests without 'model' go to %r", ", ".join(self.served),
                      self.auto_default)
-        if self.cfg.preload:
-            self.router.preload(self.served)
         self.heap.settle(self.router.loaded)
         self.batcher.start()
 
@@ -215,6 +224,9 @@ class Server:
 
     async def read_body(self, request: Request) -> bytes:
         limit = self.cfg.max_body_bytes
+        encoding = request.headers.get("content-encoding")
+        if encoding is not None and encoding.strip().lower() not in ("", "identity"):
+            raise fail("unsupported_encoding", value=encoding)
         declared = request.headers.get("content-length")
         if declared is not None:
             try:

@@ -30,6 +30,7 @@ class Item:
     options: dict  # keyword arguments for predict_batch
     future: Future = field(default_factory=Future)
     enqueued: float = field(default_factory=time.perf_counter)
+    request: int = 0  # the submit() call that queued it: without batching, one request's states still go together
 
 
 @dataclass
@@ -55,6 +56,7 @@ class Batcher:
         self._arriving = 0  # admitted requests not yet queued: worth waiting for within the window
         self._queued_rows = 0
         self._forwards = 0
+        self._submits = 0
         self._stop = False
         self._thread: threading.Thread | None = None
         self._name = name
@@ -100,6 +102,9 @@ class Batcher:
     def submit(self, items: list[Item]) -> list[Future]:
         self.start()
         with self._cond:
+            self._submits += 1
+            for item in items:
+                item.request = self._submits
             self._items.extend(items)
             self._queued_rows += sum(i.rows for i in items)
             self._cond.notify_all()
@@ -130,6 +135,11 @@ class Batcher:
                     if remaining <= 0 or self._arriving <= 0 or self._stop:
                         break
                     self._cond.wait(remaining)
+            else:  # no batching across requests; a batch request's own states are still one call
+                while self._items and self._items[0].request == batch[0].request:
+                    item = self._items.popleft()
+                    batch.append(item)
+                    rows += item.rows
             self._queued_rows -= rows
             return batch
 

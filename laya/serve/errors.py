@@ -35,6 +35,9 @@ ERRORS: dict[str, tuple[int, str, dict]] = {
     "read_timeout": (408, "request body was not received in time", CLOSE),
     # 413: over a limit
     "body_too_large": (413, "request body too large", CLOSE),
+    # 415: a body this server cannot read
+    "unsupported_encoding": (415, "unsupported encoding: Content-Encoding {value!r}; send the body uncompressed "
+                                  "(no Content-Encoding, or identity)", CLOSE),
     "too_many_questions": (413, "too many questions ({count} > {limit})", {}),
     "too_many_states": (413, "too many states in batch ({count} > {limit})", {}),
     "too_many_options": (413, "too many choice options for '{qid}' ({count} > {limit})", {}),
@@ -52,6 +55,8 @@ ERRORS: dict[str, tuple[int, str, dict]] = {
     "budget_over_limit": (422, "{name} exceeds server limit ({value} > {limit})", {}),
     "lang_not_text": (422, '{name} must be a language code string such as "de", or null', {}),
     "task_not_text": (422, "task must be a string or null, got {kind} {value!r}", {}),
+    "task_unknown": (422, "task {value!r} names no task or checkpoint this server knows ({unknown}); send a "
+                          "served checkpoint name or 'typed_decisions', or omit task", {}),
     "batch_size_not_int": (422, "batch_size must be an integer", {}),
     "batch_size_not_positive": (422, "batch_size must be a positive integer, got {value!r}", {}),
     "sort_not_bool": (422, "sort_by_length must be a boolean", {}),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import traceback
 
 from .config import SettingError, from_args
 
@@ -21,6 +22,19 @@ def program_args() -> list[str]:
 def _error(message: str) -> int:
     print(f"laya serve: error: {message}", file=sys.stderr)
     return 2
+
+
+def _start_failed(error: BaseException, cfg) -> int:
+    """One line naming what failed (the traceback too with --log-level debug); exit status 2."""
+    if cfg.log_level.lower() == "debug":
+        traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)
+    text = " ".join(str(error).split()) or type(error).__name__
+    if not isinstance(error, (ValueError, OSError)):  # a library's own error type says what kind of failure
+        text = f"{type(error).__name__}: {text}"
+    if cfg.extra_models and not text.startswith("laya serve:"):
+        sources = ", ".join(f"{name}={source}" for name, source in cfg.extra_models.items())
+        text = f"could not start serving {sources}: {text}"
+    return _error(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,10 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         import uvicorn
 
         app = package.create_app(cfg=cfg) if args else package.create_app()  # no flags: the env-read app
+        server = getattr(getattr(app, "state", None), "server", None)
+        if server is not None:
+            server.start()  # preload now: a checkpoint that cannot load is one line here, not uvicorn's traceback
     except ImportError as e:
         return _error(f"the server needs the serve extra ({e}); pip install 'laya[serve]'")
-    except ValueError as e:
-        return _error(str(e))
+    except Exception as e:  # noqa: BLE001 - any start-up failure is the user's to fix: say what, exit 2
+        return _start_failed(e, cfg)
     uvicorn.run(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level.lower(), access_log=cfg.access_log)
     return 0
 
