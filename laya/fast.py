@@ -49,6 +49,7 @@ from .backends.base import bucket_rows, bucket_tokens
 from .fast_state import Plan, DecisionStep, GemmWeight, linears_in, NormWeight, PlanSlot  # noqa: F401
 from .fast_tiles import GPU_TILES, M_CLASSES, TILE_KEYS, bucket_packed, m_class  # noqa: F401
 from .model import N_FEATURES, head_heads
+from .sequence import warmup_batch
 
 HEAD_DH = 64  # the decision head partitions d into 64-wide heads (model.head_heads)
 PACK_RATIO = 1.15  # pack when the dense layout would compute 15% more rows than the real tokens
@@ -542,12 +543,7 @@ class FastLaya:
         returns seconds."""
         start = time.perf_counter()
         for rows, tokens, markers in [s for s in shapes or DEFAULT_WARMUP_SHAPES for _ in range(self.capture_after)]:
-            length = max(min(tokens, self.max_len), markers + 2)
-            ids = torch.full((rows, length), self.pad_id + 1, dtype=torch.long, device=self.device)
-            mask = torch.ones_like(ids)
-            pos = torch.arange(1, markers + 1, device=self.device).repeat(rows, 1)
-            self(ids, mask, pos, torch.ones_like(pos, dtype=torch.bool),
-                 torch.zeros(rows, dtype=torch.long, device=self.device))
+            self(*warmup_batch(rows, tokens, markers, self.pad_id + 1, self.max_len).tensors())
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - start
