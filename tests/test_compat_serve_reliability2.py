@@ -275,3 +275,157 @@ def test_debug_log_level_adds_the_traceback(broken_dirs):
     done = _serve("--model", f"s={broken_dirs['truncated']}", "--log-level", "debug")
     assert done.returncode == 2
     assert "Traceback" in done.stderr and done.stderr.rstrip().splitlines()[-1].startswith("laya serve: error: ")
+
+
+# ---- fragile: non-finite numbers where the model reads text -----------------------------------------------
+
+@pytest.mark.parametrize("question, what", [
+    ('{"type": "score", "instructions": "x", "criteria": ["low", 1e309]}', "score level 1"),
+    ('{"type": "score", "instructions": "x", "criteria": ["low", {"n": -1e309}]}', "score level 1"),
+    ('{"type": "noul", "instructions": 1e309}', "'instructions'"),
+    ('{"type": "noul", "instructions": [1, NaN]}', "'instructions'"),
+    ('{"type": "choice", "instructions": "x", "criteria": {"a": Infinity, "b": null}}',
+     "the description of option 'a'"),
+    ('{"type": "noul", "instructions": "x", "criteria": {"true": -Infinity}}', "the description of option 'true'"),
+])
+def test_a_non_finite_number_where_text_is_required_is_422(served, question, what):
+    client, _ = served
+    for path, states in (("/v1/systemone", '"state": "x"'), ("/v1/systemone/batch", '"states": ["x"]')):
+        r = client.post(path, content=f'{{{states}, "questions": {{"q": {question}}}}}')
+        assert r.status_code == 422, r.text
+        assert r.json()["detail"].startswith(f"question 'q': {what} holds a non-finite number"), r.text
+
+
+def test_finite_numbers_in_question_texts_are_still_fine(served):
+    client, _ = served
+    body = '{"state": "x", "questions": {"q": {"type": "score", "instructions": 1.5, "criteria": [0, 2.5e10, 1e308]}}}'
+    r = client.post("/v1/systemone", content=body)
+    assert r.status_code == 200, r.text
+
+
+# ---- fragile: a drain deadline on SIGTERM -----------------------------------------------------------------
+
+def test_shutdown_timeout_reaches_uvicorn(monkeypatch):
+    pytest.importorskip("uvicorn")
+    import uvicorn
+
+    import laya.serve
+    from laya.serve.config import from_args
+
+    runs = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: runs.append(kw))
+    monkeypatch.setattr(laya.serve, "create_app", lambda *a, **kw: object())
+    monkeypatch.delenv("LAYA_SHUTDOWN_TIMEOUT", raising=False)
+    assert laya.serve.main(["--port", "9100"]) == 0 and runs[-1]["timeout_graceful_shutdown"] == 30.0
+    assert laya.serve.main(["--shutdown-timeout", "2.5"]) == 0 and runs[-1]["timeout_graceful_shutdown"] == 2.5
+    monkeypatch.setenv("LAYA_SHUTDOWN_TIMEOUT", "4")
+    assert laya.serve.main(["--port", "9100"]) == 0 and runs[-1]["timeout_graceful_shutdown"] == 4.0
+    with pytest.raises(ValueError, match="shutdown_timeout=0.0 must be a positive number of seconds"):
+        from_args(["--shutdown-timeout", "0"])
+
+
+# ---- fragile: work of a client that has gone is dropped before its forward --------------------------------
+
+def test_batcher_drops_cancelled_items_before_their_forward():
+    import threading
+
+    from laya.serve.batcher import Batcher, Item
+
+    seen, release = [], threading.Event()
+
+    def infer(name, states, questions, options):
+        seen.append(list(states))
+        if states == ["first"]:
+            release.wait(10)
+        return [{"answers": {}} for _ in states]
+
+    batcher = Batcher(infer, batching=False)
+    try:
+        (first,) = batcher.submit([Item(("k",), "m", "first", {}, 1, 8, {})])
+        while not seen:
+            threading.Event().wait(0.01)
+        (gone,) = batcher.submit([Item(("k",), "m", "gone", {}, 1, 8, {})])
+        (kept,) = batcher.submit([Item(("k",), "m", "kept", {}, 1, 8, {})])
+        assert gone.cancel() and batcher.queued_rows == 2
+        release.set()
+        first.result(timeout=10), kept.result(timeout=10)
+    finally:
+        batcher.stop()
+    assert seen == [["first"], ["kept"]] and batcher.abandoned == 1 and batcher.queued_rows == 0
+
+
+def _asgi_post(app, body: bytes, gone):
+    """One POST straight through the ASGI app; the client disconnects once `gone` is set."""
+    sent, pending = [], [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def receive():
+        if pending:
+            return pending.pop()
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/v1/systemone", "raw_path": b"/v1/systemone", "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+             "client": ("127.0.0.1", 1), "server": ("test", 80)}
+    return app(scope, receive, send), sent
+
+
+def test_a_disconnected_client_is_499_and_its_queued_work_never_runs(tiny_checkpoint):
+    pytest.importorskip("fastapi")
+    import asyncio
+    import threading
+
+    from laya.router import Router
+    from laya.serve import ServeConfig, create_app
+
+    router = Router(models={"support": tiny_checkpoint}, default="support", device="cpu")
+    cfg = ServeConfig(extra_models={"support": tiny_checkpoint}, default_model="support", device="cpu",
+                      batching=False)
+    app = create_app(router, cfg=cfg)
+    server = app.state.server
+    server.start()
+    agent = router.load("support")
+    original, seen, release = agent.predict_batch, [], threading.Event()
+
+    def slow(states, *args, **kwargs):
+        seen.append(list(states))
+        if states == ["slow one"]:
+            release.wait(20)
+        return original(states, *args, **kwargs)
+
+    agent.predict_batch = slow
+
+    async def scenario():
+        never, gone = asyncio.Event(), asyncio.Event()
+        first, first_sent = _asgi_post(app, json.dumps({"state": "slow one", "questions": QUESTIONS}).encode(), never)
+        first = asyncio.ensure_future(first)
+        while not seen:
+            await asyncio.sleep(0.01)
+        second, second_sent = _asgi_post(app, json.dumps({"state": "left", "questions": QUESTIONS}).encode(), gone)
+        second = asyncio.ensure_future(second)
+        while server.batcher.queued_rows == 0:
+            await asyncio.sleep(0.01)
+        gone.set()
+        await asyncio.wait_for(second, 10)  # answered while the forward before it still runs
+        release.set()
+        await asyncio.wait_for(first, 20)
+        for _ in range(500):  # the worker drops the abandoned item once it is free
+            if server.batcher.abandoned:
+                break
+            await asyncio.sleep(0.01)
+        return first_sent, second_sent
+
+    try:
+        first_sent, second_sent = asyncio.run(scenario())
+    finally:
+        release.set()
+        agent.predict_batch = original
+        server.stop()
+    assert first_sent[0]["status"] == 200 and second_sent[0]["status"] == 499
+    assert seen == [["slow one"]] and server.batcher.abandoned == 1 and server.batcher.queued_rows == 0
+    text = server.metrics.render()[0].decode()
+    assert 'status="499"' in text and 'status="500"' not in text

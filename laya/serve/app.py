@@ -83,6 +83,12 @@ def with_x_tournament(result: dict) -> dict:
     return out
 
 
+async def client_gone(request: Request) -> None:
+    """Returns once the client has disconnected (the body has been read, so only that message can come)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
 class Server:
     """State shared by the routes: router, batcher, metrics, admission count."""
 
@@ -328,13 +334,13 @@ class Server:
         self.child(self.metrics.queue_rows).set(self.batcher.queued_rows)
         return routed, futures
 
-    async def decide(self, decisions: list[Decision], max_batch_tokens: int) -> tuple[list[dict], dict]:
+    async def decide(self, decisions: list[Decision], max_batch_tokens: int,
+                     request: Request | None = None) -> tuple[list[dict], dict]:
         routed, futures = await self.queue(decisions, max_batch_tokens)
         try:
-            if len(futures) == 1:
-                outcomes = [await asyncio.wrap_future(futures[0])]
-            else:
-                outcomes = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+            outcomes = await self.outcomes(futures, request)
+        except ClientDisconnect:
+            raise
         except (ValueError, TypeError) as e:
             raise library(e) from None
         except Exception:
@@ -347,6 +353,25 @@ class Server:
         inference = sum(t.inference_ms for t in timings.values())
         queue = max(t.queue_ms for t in timings.values())
         return results, {"inference": inference, "queue": queue}
+
+    @staticmethod
+    async def outcomes(futures: list, request: Request | None) -> list:
+        """The futures' results; if the client disconnects first, the queued ones are cancelled (the worker drops
+        them before their forward) and ClientDisconnect is raised."""
+        waiting = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+        if request is None:
+            return await waiting
+        gone = asyncio.ensure_future(client_gone(request))
+        try:
+            await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not gone.done():
+                gone.cancel()
+        if not waiting.done():
+            waiting.cancel()  # cancels every wrapped future, and through it each one the worker has not taken
+            waiting.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved: nothing to log
+            raise ClientDisconnect()
+        return waiting.result()
 
     async def decide_injected(self, decisions: list[Decision], single: bool) -> tuple[list[dict], dict]:
         """An injected router that is not a laya Router: its own predict calls, off the event loop."""
@@ -377,7 +402,7 @@ class Server:
                 arriving = False  # the decide calls hand the slot over
                 if not self.batched:
                     return await self.decide_injected(decisions, route == SINGLE)
-                return await self.decide(decisions, cfg.max_batch_tokens)
+                return await self.decide(decisions, cfg.max_batch_tokens, request)
             finally:
                 if arriving:
                     self.batcher.arriving(-1)
@@ -406,9 +431,9 @@ class Server:
         except ApiError as e:
             status = e.status
             return JSONResponse({"detail": e.detail}, status_code=e.status, headers=e.headers)
-        except ClientDisconnect:  # the client went away mid-body: nothing to answer, nothing went wrong here
+        except ClientDisconnect:  # the client went away: nothing to answer, nothing went wrong here
             status = CLIENT_CLOSED
-            log.info("laya serve: %s: the client closed the connection before its body arrived", route)
+            log.info("laya serve: %s: the client closed the connection before its answer was ready", route)
             return Response(status_code=CLIENT_CLOSED)
         except RecursionError:  # a nesting the depth check let through still never becomes a 500
             e = fail("too_deep")

@@ -57,6 +57,7 @@ class Batcher:
         self._queued_rows = 0
         self._forwards = 0
         self._submits = 0
+        self._abandoned = 0
         self._stop = False
         self._thread: threading.Thread | None = None
         self._name = name
@@ -93,6 +94,11 @@ class Batcher:
         """Predict calls that succeeded so far."""
         return self._forwards
 
+    @property
+    def abandoned(self) -> int:
+        """Queued items dropped unanswered because their client had gone."""
+        return self._abandoned
+
     def arriving(self, delta: int) -> None:
         with self._cond:
             self._arriving += delta
@@ -115,33 +121,46 @@ class Batcher:
     def _take(self) -> list[Item]:
         """Wait for work, then gather more until the window closes, the row cap is hit, or nobody is coming."""
         with self._cond:
-            while not self._items and not self._stop:
-                self._cond.wait(0.5)
-            if self._stop:
-                return []
-            batch = [self._items.popleft()]
-            rows = batch[0].rows
+            first = None
+            while first is None:
+                while not self._items and not self._stop:
+                    self._cond.wait(0.5)
+                if self._stop:
+                    return []
+                first = self._live()
+            batch, rows = [first], first.rows
             if self.batching:
-                deadline = batch[0].enqueued + self.window
+                deadline = first.enqueued + self.window
                 while rows < self.max_rows:
                     if self._items:
                         if rows + self._items[0].rows > self.max_rows:
                             break
-                        item = self._items.popleft()
-                        batch.append(item)
-                        rows += item.rows
+                        item = self._live()
+                        if item is not None:
+                            batch.append(item)
+                            rows += item.rows
                         continue
                     remaining = deadline - time.perf_counter()
                     if remaining <= 0 or self._arriving <= 0 or self._stop:
                         break
                     self._cond.wait(remaining)
             else:  # no batching across requests; a batch request's own states are still one call
-                while self._items and self._items[0].request == batch[0].request:
-                    item = self._items.popleft()
-                    batch.append(item)
-                    rows += item.rows
+                while self._items and self._items[0].request == first.request:
+                    item = self._live()
+                    if item is not None:
+                        batch.append(item)
+                        rows += item.rows
             self._queued_rows -= rows
             return batch
+
+    def _live(self) -> Item | None:
+        """Pop the next item and mark it running; None (its rows released) when its caller cancelled it."""
+        item = self._items.popleft()
+        if item.future.set_running_or_notify_cancel():
+            return item
+        self._queued_rows -= item.rows
+        self._abandoned += 1
+        return None
 
     def _run(self) -> None:
         while True:

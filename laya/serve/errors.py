@@ -66,6 +66,8 @@ ERRORS: dict[str, tuple[int, str, dict]] = {
                               "'model' to use {default!r})", {}),
     "null_score_level": (422, "score question '{qid}' has a null level at index {index}; give every level a "
                               "description", {}),
+    "non_finite": (422, "question '{qid}': {what} holds a non-finite number (NaN or Infinity, or a literal past "
+                        "1.8e308); the model would read it as text 'Infinity': send it as a string", {}),
     "tournament_labels": (422, "question '{qid}': a choice is narrowed by elimination once a request has one over "
                                "100 options, and that needs every label to be a string", {}),
     "library": (422, "{detail}", {}),

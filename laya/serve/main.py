@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         return _error(f"the server needs the serve extra ({e}); pip install 'laya[serve]'")
     except Exception as e:  # noqa: BLE001 - any start-up failure is the user's to fix: say what, exit 2
         return _start_failed(e, cfg)
-    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level.lower(), access_log=cfg.access_log)
+    uvicorn.run(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level.lower(), access_log=cfg.access_log,
+                timeout_graceful_shutdown=cfg.shutdown_timeout)
     return 0
 
 

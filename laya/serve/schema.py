@@ -9,6 +9,7 @@ Everything here runs before a request may enter a batch. Each failure is an `Api
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -238,12 +239,48 @@ def _null_score_level(questions: dict) -> None:
                     raise fail("null_score_level", qid=qid, index=index)
 
 
+def _finite(value: Any) -> bool:
+    """Whether no float inside `value` is NaN or infinite (1e309 reads as inf)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return False
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return True
+
+
+def _text_values(definition: dict) -> list[tuple[str, Any]]:
+    """(what, value) for every part of a definition that the model reads as text."""
+    out = [("'instructions'", definition.get("instructions"))]
+    criteria = definition.get("criteria")
+    if isinstance(criteria, dict):
+        out += [(f"the description of option {label!r}", desc) for label, desc in criteria.items()]
+    elif isinstance(criteria, list) and _raw_kind(definition)[0] == "score":
+        out += [(f"score level {i}", level) for i, level in enumerate(criteria)]
+    return out
+
+
+def _non_finite(questions: dict) -> None:
+    """422 for NaN/Infinity (or a literal past 1.8e308) where the model is shown text: it would read 'Infinity'."""
+    for qid, definition in questions.items():
+        if not isinstance(definition, dict):
+            continue
+        for what, value in _text_values(definition):
+            if not _finite(value):
+                raise fail("non_finite", qid=qid, what=what)
+
+
 def _validated(questions: dict) -> tuple[list[Question] | None, int, str]:
     key = json.dumps(questions, ensure_ascii=False)
     n = _VALIDATED.get(key)
     if n is not None:
         return None, n, key
     _null_score_level(questions)
+    _non_finite(questions)
     try:
         qs = check_questions(questions)
     except (ValueError, TypeError) as e:
