@@ -341,17 +341,8 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
     `training.laya_train` metadata. Re-running with the same out_dir resumes from trainer_state.pt."""
     config = (config or TrainConfig()).validate()
     examples, calib, calib_source = _train_and_calib(data, config, calib_data, load_kwargs)
-    torch.manual_seed(config.seed)
-    device = resolve_train_device(config)
-    dtype = amp_dtype(config, device)
-    model, tok, cfg = init_model(base, config.seed, config.max_len, config.head_max_len, config.head_layers,
-                                 config.option_layout)
+    model, tok, cfg, opt, device, dtype = _prepare(base, config)
     parallel = cfg.get("option_layout") == "parallel"
-    if config.dropout is not None:
-        set_dropout(model, config.dropout)
-    freeze(model, config)
-    model.to(device)
-    opt = make_optimizer(model, config)
     per_epoch = math.ceil(len(examples) / (config.micro_batch * config.grad_accum))
     total = config.max_steps or optimizer_updates(len(examples), config.micro_batch, config.grad_accum, config.epochs)
     types = shuffle_types(config)
@@ -383,23 +374,12 @@ def train(data: str | Sequence[Example], base: str = MINILM, out_dir: str = "lay
         for j in range(0, len(plan), config.grad_accum):
             if step >= total:
                 break
-            budget_used = None
-            if config.time_budget_s:
-                budget_used = (elapsed_before + time.time() - started) / config.time_budget_s
-            set_lr(opt, step, total, config, budget_used)
-            sigma = sigma_at_progress(step / total if budget_used is None else max(step / total, budget_used),
-                                      config.sigma_start, config.sigma_end)
+            sigma = _schedule(opt, step, total, config, elapsed_before + time.time() - started)
             loss_sum, spread, n_rows = _one_update(model, opt, tok, plan[j:j + config.grad_accum], config, parallel,
                                                    device, dtype, sigma, gen)
             step += 1
-            mean_loss = check_finite(loss_sum / n_rows, f"training loss at step {step}")
             elapsed = elapsed_before + time.time() - started
-            log.append({"step": step, "epoch": epoch, "loss": round(mean_loss, 5), "sigma": round(sigma, 4),
-                        "logit_range": round(spread / n_rows, 4), "lr_head": opt.param_groups[-1]["lr"],
-                        "elapsed_s": round(elapsed, 1)})
-            bar.show(step, f"loss {mean_loss:.4f}")
-            if config.log_every and step % config.log_every == 0:
-                _log_line(step, epoch, mean_loss, spread / n_rows, opt, elapsed)
+            _record(log, bar, config, step, epoch, loss_sum / n_rows, spread / n_rows, sigma, opt, elapsed)
             if step % config.save_every == 0 or step == total:
                 _save_state(state_path, model, opt, step, log)
             if config.time_budget_s is not None and elapsed >= config.time_budget_s:
@@ -427,6 +407,39 @@ def _train_and_calib(data: Any, config: TrainConfig, calib_data: Any, load_kwarg
     # a slice of the training distribution (seen label sets): see recalibrate()
     examples, calib = split_calibration(examples, config.calib_max, config.calib_frac, config.calib_seed)
     return examples, calib, f"training slice (calib_max {config.calib_max}, calib_frac {config.calib_frac})"
+
+
+def _prepare(base: str, config: TrainConfig) -> tuple:
+    """(model, tokenizer, cfg, optimizer, device, autocast dtype) of a run: seeded, dropout set, frozen parts."""
+    torch.manual_seed(config.seed)
+    device = resolve_train_device(config)
+    dtype = amp_dtype(config, device)
+    model, tok, cfg = init_model(base, config.seed, config.max_len, config.head_max_len, config.head_layers,
+                                 config.option_layout)
+    if config.dropout is not None:
+        set_dropout(model, config.dropout)
+    freeze(model, config)
+    model.to(device)
+    return model, tok, cfg, make_optimizer(model, config), device, dtype
+
+
+def _schedule(opt, step: int, total: int, config: TrainConfig, elapsed: float) -> float:
+    """Set this update's learning rates; its noise scale sigma (progress by steps or by the time budget)."""
+    budget_used = elapsed / config.time_budget_s if config.time_budget_s else None
+    set_lr(opt, step, total, config, budget_used)
+    progress = step / total if budget_used is None else max(step / total, budget_used)
+    return sigma_at_progress(progress, config.sigma_start, config.sigma_end)
+
+
+def _record(log: list, bar: Any, config: TrainConfig, step: int, epoch: int, loss: float, spread: float,
+            sigma: float, opt, elapsed: float) -> None:
+    """One optimiser update in the run's log (and on the bar / the log line)."""
+    mean_loss = check_finite(loss, f"training loss at step {step}")
+    log.append({"step": step, "epoch": epoch, "loss": round(mean_loss, 5), "sigma": round(sigma, 4),
+                "logit_range": round(spread, 4), "lr_head": opt.param_groups[-1]["lr"], "elapsed_s": round(elapsed, 1)})
+    bar.show(step, f"loss {mean_loss:.4f}")
+    if config.log_every and step % config.log_every == 0:
+        _log_line(step, epoch, mean_loss, spread, opt, elapsed)
 
 
 def _resume(state_path: str, model, opt, device: torch.device, total: int) -> tuple[int, list]:
