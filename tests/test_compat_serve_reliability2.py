@@ -429,3 +429,98 @@ def test_a_disconnected_client_is_499_and_its_queued_work_never_runs(tiny_checkp
     assert seen == [["slow one"]] and server.batcher.abandoned == 1 and server.batcher.queued_rows == 0
     text = server.metrics.render()[0].decode()
     assert 'status="499"' in text and 'status="500"' not in text
+
+
+# ---- fragile: slow bodies are read outside the model slots (opt-in: the published order holds by default) -----
+
+def _trickle(payload: bytes, pause: float):
+    import asyncio
+
+    async def chunks():
+        yield payload[:10]
+        await asyncio.sleep(pause)
+        yield payload[10:]
+    return chunks()
+
+
+def test_with_max_body_reads_a_slow_body_holds_no_model_slot(tiny_checkpoint):
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("fastapi")
+    import asyncio
+
+    from laya.router import Router
+    from laya.serve import ServeConfig, create_app
+    from laya.serve.config import from_args
+
+    router = Router(models={"support": tiny_checkpoint}, default="support", device="cpu")
+    cfg = ServeConfig(extra_models={"support": tiny_checkpoint}, default_model="support", device="cpu",
+                      max_concurrent=1, body_read_timeout=0.5, max_body_reads=3)
+    app = create_app(router, cfg=cfg)
+    app.state.server.start()
+    payload = json.dumps({"state": "hello", "questions": QUESTIONS}).encode()
+
+    async def scenario():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            slow = [asyncio.create_task(c.post("/v1/systemone", content=_trickle(payload, 2.0))) for _ in range(2)]
+            await asyncio.sleep(0.2)
+            fast = await c.post("/v1/systemone", content=payload)  # the only model slot is free: answered
+            slow.append(asyncio.create_task(c.post("/v1/systemone", content=_trickle(payload, 2.0))))
+            await asyncio.sleep(0.1)
+            third = await c.post("/v1/systemone", content=payload)  # three bodies being read: no fourth reader
+            return [await s for s in slow], fast, third
+
+    try:
+        slow, fast, third = asyncio.run(scenario())
+    finally:
+        app.state.server.stop()
+    assert [s.status_code for s in slow] == [408, 408, 408]
+    assert fast.status_code == 200, fast.text
+    assert third.status_code == 503 and third.headers["retry-after"] == "1"
+    assert from_args(["--max-body-reads", "8"]).max_body_reads == 8
+    assert from_args([], {"LAYA_MAX_BODY_READS": "5"}).max_body_reads == 5
+    assert ServeConfig().max_body_reads == 0  # default: read inside the admission slot (R-HTTP-3 order)
+
+
+def test_with_max_body_reads_a_full_server_refuses_before_the_body(tiny_checkpoint):
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("fastapi")
+    import asyncio
+    import threading
+
+    from laya.router import Router
+    from laya.serve import ServeConfig, create_app
+
+    router = Router(models={"support": tiny_checkpoint}, default="support", device="cpu")
+    cfg = ServeConfig(extra_models={"support": tiny_checkpoint}, default_model="support", device="cpu",
+                      max_concurrent=1, body_read_timeout=5, max_body_reads=4)
+    app = create_app(router, cfg=cfg)
+    server = app.state.server
+    server.start()
+    agent = router.load("support")
+    original, release = agent.predict_batch, threading.Event()
+
+    def slow(states, *args, **kwargs):
+        release.wait(20)
+        return original(states, *args, **kwargs)
+
+    agent.predict_batch = slow
+    payload = json.dumps({"state": "hello", "questions": QUESTIONS}).encode()
+
+    async def scenario():
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            first = asyncio.create_task(c.post("/v1/systemone", content=payload))
+            while server.admitted == 0:
+                await asyncio.sleep(0.01)
+            busy = await c.post("/v1/systemone", content=payload)
+            release.set()
+            return await first, busy
+
+    try:
+        first, busy = asyncio.run(scenario())
+    finally:
+        release.set()
+        agent.predict_batch = original
+        server.stop()
+    assert first.status_code == 200 and busy.status_code == 503 and server.reads == 0

@@ -114,6 +114,7 @@ class Server:
                                on_forward=self._on_forward)
         self.heap = FrozenHeap(cfg.gc_freeze)
         self.admitted = 0
+        self.reads = 0  # bodies being read outside an admission slot (max_body_reads > 0)
         self.started = False
         self.last_request = time.monotonic()
         self._children: dict = {}  # labelled metric children, looked up once
@@ -389,23 +390,44 @@ class Server:
         return results, {"inference": (time.perf_counter() - started) * 1000.0, "queue": 0.0}
 
     async def respond(self, request: Request, route: str, cfg: ServeConfig) -> tuple[list[dict], dict]:
-        """Admission, body, parsing and the answers for one decision request."""
+        """Admission, body, parsing and the answers for one decision request. As published, a body is read
+        inside its admission slot; with max_body_reads, bodies are read under that limit of their own and only a
+        complete one takes a slot (a full server still refuses before reading)."""
+        if not self.cfg.max_body_reads:
+            with self.admission():
+                return await self.answer_body(request, await self.read_body(request), route, cfg)
+        with self.reading():
+            if self.admitted >= self.cfg.max_concurrent:
+                raise fail("busy")
+            raw = await self.read_body(request)
         with self.admission():
-            self.batcher.arriving(1)
-            arriving = True
-            try:
-                raw = await self.read_body(request)
-                data = parse_json(raw)
-                parse = parse_single if route == SINGLE else parse_batch
-                parsed = parse(data, self.limits(cfg, raw))
-                decisions = [parsed] if route == SINGLE else parsed
-                arriving = False  # the decide calls hand the slot over
-                if not self.batched:
-                    return await self.decide_injected(decisions, route == SINGLE)
-                return await self.decide(decisions, cfg.max_batch_tokens, request)
-            finally:
-                if arriving:
-                    self.batcher.arriving(-1)
+            return await self.answer_body(request, raw, route, cfg)
+
+    @contextlib.contextmanager
+    def reading(self):
+        if self.reads >= self.cfg.max_body_reads:
+            raise fail("busy")
+        self.reads += 1
+        try:
+            yield
+        finally:
+            self.reads -= 1
+
+    async def answer_body(self, request: Request, raw: bytes, route: str, cfg: ServeConfig) -> tuple[list, dict]:
+        self.batcher.arriving(1)
+        arriving = True
+        try:
+            data = parse_json(raw)
+            parse = parse_single if route == SINGLE else parse_batch
+            parsed = parse(data, self.limits(cfg, raw))
+            decisions = [parsed] if route == SINGLE else parsed
+            arriving = False  # the decide calls hand the slot over
+            if not self.batched:
+                return await self.decide_injected(decisions, route == SINGLE)
+            return await self.decide(decisions, cfg.max_batch_tokens, request)
+        finally:
+            if arriving:
+                self.batcher.arriving(-1)
 
     async def answer(self, request: Request, route: str) -> Response:
         started = time.perf_counter()

@@ -44,6 +44,7 @@ class ServeConfig:
     max_body_bytes: int = MAX_BODY_BYTES
     body_read_timeout: float = DEFAULT_BODY_READ_TIMEOUT
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT  # the drain deadline after SIGTERM
+    max_body_reads: int = 0  # > 0: bodies are read under this limit and only complete ones are admitted
     max_token_budget: int = DEFAULT_MAX_TOKEN_BUDGET
     max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
     jev_strict: bool = False
@@ -180,6 +181,7 @@ ENV = {
     "LAYA_MAX_QUEUE_ROWS": ("max_queue_rows", _int), "LAYA_MAX_BODY_BYTES": ("max_body_bytes", _int),
     "LAYA_BODY_READ_TIMEOUT": ("body_read_timeout", _lenient_seconds(DEFAULT_BODY_READ_TIMEOUT)),
     "LAYA_SHUTDOWN_TIMEOUT": ("shutdown_timeout", _lenient_seconds(DEFAULT_SHUTDOWN_TIMEOUT)),
+    "LAYA_MAX_BODY_READS": ("max_body_reads", _lenient_int(0, None, 0)),
     "LAYA_MAX_TOKEN_BUDGET": ("max_token_budget", _lenient_int(1, None, DEFAULT_MAX_TOKEN_BUDGET, warn=True)),
     "LAYA_MAX_BATCH_TOKENS": ("max_batch_tokens", _lenient_int(1, None, DEFAULT_MAX_BATCH_TOKENS)),
     "LAYA_JEV_STRICT": ("jev_strict", _bool),
@@ -247,6 +249,8 @@ def check(cfg: ServeConfig) -> ServeConfig:
             raise ValueError(f"{name}={getattr(cfg, name)!r} must be a positive number of seconds")
     if cfg.batch_window_ms < 0 or cfg.idle_unload_seconds < 0:
         raise ValueError("batch_window_ms and idle_unload_seconds must be >= 0")
+    if isinstance(cfg.max_body_reads, bool) or not isinstance(cfg.max_body_reads, int) or cfg.max_body_reads < 0:
+        raise ValueError(f"max_body_reads={cfg.max_body_reads!r} must be 0 (off) or a positive integer")
     if cfg.threads is not None and cfg.threads < 1:
         raise ValueError(f"threads={cfg.threads!r} must be a positive integer")
     if isinstance(cfg.tournament_group, bool) or not isinstance(cfg.tournament_group, int) \
@@ -292,6 +296,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-queue-rows", type=int)
     p.add_argument("--max-body-bytes", type=int)
     p.add_argument("--body-read-timeout", type=float)
+    p.add_argument("--max-body-reads", type=int, metavar="N", help="read up to N bodies at once outside the "
+                   "--max-concurrent slots, so slow uploads never hold a model slot (default 0: a body is read "
+                   "inside its slot, as published)")
     p.add_argument("--shutdown-timeout", type=float, metavar="SECONDS", help="after SIGTERM, wait at most this "
                    "long for requests in flight, then close them (default 30)")
     p.add_argument("--max-token-budget", type=int)
