@@ -359,20 +359,23 @@ class Server:
     async def outcomes(futures: list, request: Request | None) -> list:
         """The futures' results; if the client disconnects first, the queued ones are cancelled (the worker drops
         them before their forward) and ClientDisconnect is raised."""
-        waiting = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+        single = len(futures) == 1
+        waiting = (asyncio.wrap_future(futures[0]) if single
+                   else asyncio.gather(*(asyncio.wrap_future(f) for f in futures)))
         if request is None:
-            return await waiting
+            return [await waiting] if single else await waiting
         gone = asyncio.ensure_future(client_gone(request))
+        # the client leaving cancels the wrapped futures, and through them each one the worker has not taken
+        gone.add_done_callback(lambda task: task.cancelled() or waiting.cancel())
         try:
-            await asyncio.wait((waiting, gone), return_when=asyncio.FIRST_COMPLETED)
+            result = await waiting
+        except asyncio.CancelledError:
+            if gone.done() and not gone.cancelled():
+                raise ClientDisconnect() from None
+            raise
         finally:
-            if not gone.done():
-                gone.cancel()
-        if not waiting.done():
-            waiting.cancel()  # cancels every wrapped future, and through it each one the worker has not taken
-            waiting.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved: nothing to log
-            raise ClientDisconnect()
-        return waiting.result()
+            gone.cancel()
+        return [result] if single else result
 
     async def decide_injected(self, decisions: list[Decision], single: bool) -> tuple[list[dict], dict]:
         """An injected router that is not a laya Router: its own predict calls, off the event loop."""
