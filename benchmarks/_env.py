@@ -163,3 +163,14 @@ def wait_for_quiet(max_wait_s: float, threshold_pct: float = 10.0, window_s: flo
         busy = share["others_pct"] + share["steal_pct"]
         if busy < threshold_pct or time.monotonic() >= deadline:
             return busy
+
+
+def save_result(record: dict, default_name: str, out: str | None = None) -> str:
+    """Write a benchmark record (plus this machine's environment) as JSON; `out`, else results/<default_name>."""
+    import json
+
+    path = out or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", default_name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({**record, "environment": environment()}, f, indent=1)
+    return path

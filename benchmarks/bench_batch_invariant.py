@@ -15,7 +15,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -23,11 +22,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
 import laya  # noqa: E402
+from _env import save_result  # noqa: E402
 
 TOPICS = ["refund", "login", "invoice", "crash", "delivery", "password", "upgrade", "cancel"]
 
@@ -117,13 +118,8 @@ def main() -> None:
               f"{results[backend]['invariant']['differing_results_of_64']}/64", flush=True)
     record = {"benchmark": "bench_batch_invariant", "date": dt.date.today().isoformat(), "model": args.model,
               "device": args.device, "questions": list(questions), "calls": args.calls, "batches": args.batches,
-              "hardware": {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
-                           "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
-              "versions": {"python": platform.python_version(), "torch": torch.__version__}, "results": results}
-    out = args.out or os.path.join(HERE, "results", f"batch_invariant_{args.device.split(':')[0]}_{record['date']}.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(record, f, indent=1)
+              "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None, "results": results}
+    out = save_result(record, f"batch_invariant_{args.device.split(':')[0]}_{record['date']}.json", args.out)
     print(f"-> {out}")
 
 

@@ -16,12 +16,14 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from _env import save_result  # noqa: E402
 
 WORKER = r"""
 import json, os, statistics, sys, time
@@ -79,20 +81,11 @@ def main() -> None:
             print(f"round {r + 1} {name}: p50 {runs[name][-1]['p50_ms']:.3f} ms", flush=True)
     p50 = {k: statistics.median(x["p50_ms"] for x in v) for k, v in runs.items()}
     ratio = p50["b"] / p50["a"]
-    import torch
-
     record = {"benchmark": "bench_tree_ab", "date": dt.date.today().isoformat(), "device": args.device,
               "backend": args.backend, "model": args.model, "questions": args.questions, "calls": args.calls,
               "rounds": args.rounds, "trees": {"a": os.path.abspath(args.a), "b": os.path.abspath(args.b)},
-              "hardware": {"machine": platform.machine(), "processor": platform.processor(),
-                           "cpus": os.cpu_count(),
-                           "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
-              "versions": {"python": platform.python_version(), "torch": torch.__version__},
               "runs": runs, "p50_ms": p50, "ratio_b_over_a": ratio}
-    out = args.out or os.path.join(HERE, "results", f"tree_ab_{args.device.split(':')[0]}_{record['date']}.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(record, f, indent=1)
+    out = save_result(record, f"tree_ab_{args.device.split(':')[0]}_{record['date']}.json", args.out)
     print(f"p50 A {p50['a']:.3f} ms, B {p50['b']:.3f} ms, B/A {ratio:.3f} -> {out}")
 
 
