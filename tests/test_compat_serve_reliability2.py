@@ -256,7 +256,7 @@ def broken_dirs(tiny_checkpoint, tmp_path_factory):
 def test_start_up_failures_print_one_line_and_exit_2(case, broken_dirs, tiny_checkpoint, tmp_path):
     args, expect = {
         "missing": (["--model", f"s={tmp_path / 'nowhere'}"], "no checkpoint at s"),
-        "empty": (["--model", f"s={broken_dirs['empty']}"], "does not contain 'rl_agent_config.json'"),
+        "empty": (["--model", f"s={broken_dirs['empty']}"], "rl_agent_config.json"),
         "truncated": (["--model", f"s={broken_dirs['truncated']}"], broken_dirs["truncated"]),
         "backend": (["--model", f"s={tiny_checkpoint}", "--backend", "bogus"], "unknown backend 'bogus'"),
         "hub_offline": (["--model", "s=someorg/no-such-laya-repo"], "someorg/no-such-laya-repo"),
@@ -524,3 +524,12 @@ def test_with_max_body_reads_a_full_server_refuses_before_the_body(tiny_checkpoi
         agent.predict_batch = original
         server.stop()
     assert first.status_code == 200 and busy.status_code == 503 and server.reads == 0
+
+
+def test_no_preload_with_a_directory_that_is_no_checkpoint_is_refused_at_start(broken_dirs):
+    done = _serve("--no-preload", "--model", f"s={broken_dirs['empty']}")
+    assert done.returncode == 2
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert lines == [f"laya serve: error: laya serve: no checkpoint at s -> {broken_dirs['empty']} (a directory "
+                     "without rl_agent_config.json); fix the path in --model or LAYA_EXTRA_MODELS (a local checkpoint "
+                     "directory or a Hub id)"], lines

@@ -1,8 +1,9 @@
 """The FastAPI app: System One routes (Jev-compatible), health, models and metrics over one dynamic batcher.
 
-Order of work for a decision request: bearer key (401) -> admission (503 + Retry-After) -> size- and
-time-capped body read (413 / 408) -> JSON and shape (400) -> limits (413) -> the library's validation and
-routing (422) -> queue room (503 + Retry-After) -> the batcher -> response. Nothing that fails before the
+Order of work for a decision request: bearer key (401) -> admission (503 + Retry-After) -> Content-Encoding
+(415) -> size- and time-capped body read (413 / 408) -> JSON and shape (400) -> limits (413) -> the library's
+validation and routing (422) -> queue room (503 + Retry-After) -> the batcher -> response (499, counted apart,
+when the client left first; its queued work is dropped). Nothing that fails before the
 batcher reaches it; a failure inside it is 422 for the library's ValueError/TypeError and a bare 500 for
 anything else (the traceback goes to the server log only). Every status and text is in `errors.py`.
 """

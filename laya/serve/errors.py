@@ -55,8 +55,8 @@ ERRORS: dict[str, tuple[int, str, dict]] = {
     "budget_over_limit": (422, "{name} exceeds server limit ({value} > {limit})", {}),
     "lang_not_text": (422, '{name} must be a language code string such as "de", or null', {}),
     "task_not_text": (422, "task must be a string or null, got {kind} {value!r}", {}),
-    "task_unknown": (422, "task {value!r} names no task or checkpoint this server knows ({unknown}); send a "
-                          "served checkpoint name or 'typed_decisions', or omit task", {}),
+    "task_unknown": (422, "task {value!r} names no task or checkpoint this server knows ({unknown}); send one of "
+                          "those names, or omit task to let the router choose", {}),
     "batch_size_not_int": (422, "batch_size must be an integer", {}),
     "batch_size_not_positive": (422, "batch_size must be a positive integer, got {value!r}", {}),
     "sort_not_bool": (422, "sort_by_length must be a boolean", {}),

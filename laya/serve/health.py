@@ -90,6 +90,11 @@ def missing_local_sources(sources: dict) -> list[str]:
     """`name -> path` lines for configured local checkpoints that are not on disk."""
     out = []
     for name, source in sources.items():
-        if isinstance(source, str) and is_local_path(source) and not os.path.exists(os.path.expanduser(source)):
+        if not isinstance(source, str) or not is_local_path(source):
+            continue
+        path = os.path.expanduser(source)
+        if not os.path.exists(path):
             out.append(f"{name} -> {source}")
+        elif os.path.isdir(path) and not os.path.isfile(os.path.join(path, "rl_agent_config.json")):
+            out.append(f"{name} -> {source} (a directory without rl_agent_config.json)")  # --no-preload: 500s later
     return out
