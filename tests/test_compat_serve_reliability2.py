@@ -533,3 +533,54 @@ def test_no_preload_with_a_directory_that_is_no_checkpoint_is_refused_at_start(b
     assert lines == [f"laya serve: error: laya serve: no checkpoint at s -> {broken_dirs['empty']} (a directory "
                      "without rl_agent_config.json); fix the path in --model or LAYA_EXTRA_MODELS (a local checkpoint "
                      "directory or a Hub id)"], lines
+
+
+# ---- fragile: a large batch request is cut into forwards that interleave with small requests --------------
+
+def test_a_small_request_is_answered_between_the_passes_of_a_large_one():
+    import threading
+
+    from laya.serve.batcher import Batcher, Item
+
+    seen, first_forward = [], threading.Event()
+    release = threading.Event()
+
+    def infer(name, states, questions, options):
+        seen.append(list(states))
+        first_forward.set()
+        release.wait(10)
+        return [{"answers": {}} for _ in states]
+
+    batcher = Batcher(infer, window_ms=0, max_rows=256, max_batch_tokens=10**9)
+    try:
+        big = batcher.submit([Item(("big",), "m", f"b{i}", {}, 64, 8, {}) for i in range(16)])  # 4 forwards' worth
+        first_forward.wait(10)
+        small = batcher.submit([Item(("small",), "m", "s", {}, 1, 8, {})])
+        release.set()
+        for f in big + small:
+            f.result(timeout=10)
+    finally:
+        release.set()
+        batcher.stop()
+    assert seen[0] == ["b0", "b1", "b2", "b3"]
+    assert seen[1] == ["s"]  # the very next forward, not after the large request's last pass
+    assert [s for part in seen for s in part if s != "s"] == [f"b{i}" for i in range(16)]  # order kept
+
+
+def test_fair_queue_lets_partly_served_requests_progress_under_steady_fresh_load():
+    from laya.serve.fair_queue import FairQueue
+
+    queue, served = FairQueue(), []
+    queue.add([("big", i) for i in range(6)])
+    for turn in range(6):
+        queue.add([("small", turn)])
+        queue.begin()
+        taken = [queue.pop(), queue.pop()]  # two items per forward
+        queue.end()
+        served.append(taken)
+    bigs = [item for part in served for item in part if item[0] == "big"]
+    smalls = [item for part in served for item in part if item[0] == "small"]
+    assert len(bigs) >= 5 and len(smalls) >= 5  # neither side starves
+    assert bigs == sorted(bigs) and smalls == sorted(smalls)
+    assert sorted(list(queue.drain()) + bigs + smalls) == sorted([("big", i) for i in range(6)]
+                                                                  + [("small", i) for i in range(6)])

@@ -3,18 +3,21 @@ runs ONE predict call per compatible group, and scatters the results back.
 
 A group is a set of items with the same key (checkpoint, question set, token budgets, language, abstention
 and batch controls), so one `predict_batch` answers them all exactly as it would answer each alone. If a
-grouped call raises, its members are retried one by one so only the bad one fails.
+grouped call raises, its members are retried one by one so only the bad one fails. The queue is fair per
+request (`fair_queue.py`): a large batch request is taken a forward's worth (max_rows) at a time, and a request
+that arrives meanwhile is in the next forward.
 """
 
 from __future__ import annotations
 
-import collections
 import logging
 import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+from .fair_queue import FairQueue
 
 log = logging.getLogger("laya.serve")
 
@@ -51,7 +54,7 @@ class Batcher:
         self.window = max(0.0, window_ms) / 1000.0
         self.max_rows, self.max_batch_tokens, self.batching = max_rows, max_batch_tokens, batching
         self.on_forward = on_forward
-        self._items: collections.deque[Item] = collections.deque()
+        self._items = FairQueue()
         self._cond = threading.Condition()
         self._arriving = 0  # admitted requests not yet queued: worth waiting for within the window
         self._queued_rows = 0
@@ -79,8 +82,7 @@ class Batcher:
         if self._thread is not None:
             self._thread.join(timeout)
         with self._cond:  # whatever is left fails instead of hanging its caller
-            while self._items:
-                item = self._items.popleft()
+            for item in list(self._items.drain()):
                 if not item.future.done():
                     item.future.set_exception(RuntimeError("the server is shutting down"))
             self._queued_rows = 0
@@ -111,7 +113,7 @@ class Batcher:
             self._submits += 1
             for item in items:
                 item.request = self._submits
-            self._items.extend(items)
+            self._items.add(items)
             self._queued_rows += sum(i.rows for i in items)
             self._cond.notify_all()
         return [i.future for i in items]
@@ -122,6 +124,7 @@ class Batcher:
         """Wait for work, then gather more until the window closes, the row cap is hit, or nobody is coming."""
         with self._cond:
             first = None
+            self._items.begin()
             while first is None:
                 while not self._items and not self._stop:
                     self._cond.wait(0.5)
@@ -133,7 +136,7 @@ class Batcher:
                 deadline = first.enqueued + self.window
                 while rows < self.max_rows:
                     if self._items:
-                        if rows + self._items[0].rows > self.max_rows:
+                        if rows + self._items.peek().rows > self.max_rows:
                             break
                         item = self._live()
                         if item is not None:
@@ -145,22 +148,25 @@ class Batcher:
                         break
                     self._cond.wait(remaining)
             else:  # no batching across requests; a batch request's own states are still one call
-                while self._items and self._items[0].request == first.request:
-                    item = self._live()
-                    if item is not None:
+                for item in self._items.rest():
+                    if self._running(item):
                         batch.append(item)
                         rows += item.rows
+            self._items.end()
             self._queued_rows -= rows
             return batch
 
     def _live(self) -> Item | None:
         """Pop the next item and mark it running; None (its rows released) when its caller cancelled it."""
-        item = self._items.popleft()
+        item = self._items.pop()
+        return item if self._running(item) else None
+
+    def _running(self, item: Item) -> bool:
         if item.future.set_running_or_notify_cancel():
-            return item
+            return True
         self._queued_rows -= item.rows
         self._abandoned += 1
-        return None
+        return False
 
     def _run(self) -> None:
         while True:
