@@ -168,22 +168,28 @@ def _option_name(qtype: str, index: int, label: Any) -> str:
     return f"the {label!r} option"
 
 
-def _option_texts(qid: Any, qtype: str, criteria: Any, labels: dict | None, option_labels: tuple) -> tuple:
-    """The rendered option texts, each one tokenisable; errors name the option."""
-    for i, level in enumerate(criteria if qtype == "score" else ()):
+def _score_legend(qid: Any, levels: list) -> tuple[str, ...]:
+    legend = []
+    for i, level in enumerate(levels):
         try:
-            render_criterion(level)
+            legend.append(render_criterion(level))
         except ValueError:
             raise _fail(qid, f"score level {i} {_TOO_DEEP}") from None
+    return tuple(legend)
+
+
+def _option_texts(qid: Any, qtype: str, criteria: Any, labels: dict | None, option_labels: tuple) -> tuple:
+    """The rendered option texts, each one tokenisable; errors name the option."""
     try:
         texts = tuple(render_options(qtype, criteria, labels))
     except ValueError:
         raise _fail(qid, f"an option description {_TOO_DEEP}") from None
     for i, (text, label) in enumerate(zip(texts, option_labels)):
-        try:
-            check_text(f"{_option_name(qtype, i, label)} text {text!r}", text)
-        except ValueError as e:
-            raise _fail(qid, str(e)) from None
+        if lone_surrogate(text) is not None:  # the message is built only for a bad option
+            try:
+                check_text(f"{_option_name(qtype, i, label)} text {text!r}", text)
+            except ValueError as e:
+                raise _fail(qid, str(e)) from None
     return texts
 
 
@@ -288,13 +294,12 @@ def check_question(qid: Any, definition: Any) -> Question:
     elif qtype == "score":
         criteria = _score_levels(qid, criteria)
         option_labels = tuple(str(i) for i in range(len(criteria)))
+        legend = _score_legend(qid, criteria)
     else:
         criteria = _noul_criteria(qid, criteria)
         option_labels = ("false", "true")
         legend = None
     texts = _option_texts(qid, qtype, criteria, labels, option_labels)
-    if qtype == "score":
-        legend = tuple(render_criterion(level) for level in criteria)
     order = _option_order(qid, definition.get("option_order"), len(texts))
     return Question(qid, qtype, instructions, texts, option_labels, legend, order)
 
