@@ -584,3 +584,68 @@ def test_fair_queue_lets_partly_served_requests_progress_under_steady_fresh_load
     assert bigs == sorted(bigs) and smalls == sorted(smalls)
     assert sorted(list(queue.drain()) + bigs + smalls) == sorted([("big", i) for i in range(6)]
                                                                   + [("small", i) for i in range(6)])
+
+
+# ---- fragile: a connection that drips its headers is cut --------------------------------------------------
+
+def test_header_read_timeout_closes_a_dripping_connection(tiny_checkpoint):
+    pytest.importorskip("uvicorn")
+    import socket
+    import time
+
+    port = 18547
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ROOT}
+    proc = subprocess.Popen([sys.executable, "-m", "laya.serve", "--port", str(port), "--host", "127.0.0.1",
+                             "--device", "cpu", "--model", f"s={tiny_checkpoint}", "--header-read-timeout", "1"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+                    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                    assert s.recv(100).startswith(b"HTTP/1.1 200")  # a whole request still answers
+                break
+            except (ConnectionRefusedError, OSError):
+                assert proc.poll() is None and time.time() < deadline, "server did not start"
+                time.sleep(0.5)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"POST /v1/systemone HTTP/1.1\r\nHost: x\r\n")
+            started, reply = time.time(), b""
+            try:
+                for _ in range(40):  # one header byte every 0.2 s: never complete
+                    s.sendall(b"X")
+                    time.sleep(0.2)
+            except OSError:
+                pass
+            try:
+                reply = s.recv(200)
+            except OSError:
+                pass
+        assert reply.startswith(b"HTTP/1.1 408") or reply == b"", reply
+        assert time.time() - started < 6
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def test_header_read_timeout_setting_and_protocol(monkeypatch):
+    pytest.importorskip("uvicorn")
+    import uvicorn
+
+    import laya.serve
+    from laya.serve.config import from_args
+    from laya.serve.header_timeout import guarded_protocol
+
+    assert from_args([]).header_read_timeout == 10.0
+    assert from_args(["--header-read-timeout", "3"]).header_read_timeout == 3.0
+    assert from_args([], {"LAYA_HEADER_READ_TIMEOUT": "2.5"}).header_read_timeout == 2.5
+    with pytest.raises(ValueError, match="header_read_timeout=-1.0 must be a positive number of seconds"):
+        from_args(["--header-read-timeout", "-1"])
+    runs = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: runs.append(kw))
+    monkeypatch.setattr(laya.serve, "create_app", lambda *a, **kw: object())
+    assert laya.serve.main(["--port", "9100"]) == 0
+    assert runs[-1]["http"].__name__.startswith("HeaderDeadline")
+    assert issubclass(guarded_protocol(1.0, "h11"), __import__("uvicorn.protocols.http.h11_impl",
+                                                                fromlist=["H11Protocol"]).H11Protocol)

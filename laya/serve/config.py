@@ -10,9 +10,9 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .limits import (DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HOST, DEFAULT_LOG_LEVEL, DEFAULT_MAX_BATCH_TOKENS,
-                     DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_TOKEN_BUDGET, DEFAULT_PORT, DEFAULT_SHUTDOWN_TIMEOUT,
-                     MAX_BODY_BYTES, MAX_TOURNAMENT_GROUP)
+from .limits import (DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_HOST, DEFAULT_LOG_LEVEL,
+                     DEFAULT_MAX_BATCH_TOKENS, DEFAULT_MAX_CONCURRENT, DEFAULT_MAX_TOKEN_BUDGET, DEFAULT_PORT,
+                     DEFAULT_SHUTDOWN_TIMEOUT, MAX_BODY_BYTES, MAX_TOURNAMENT_GROUP)
 
 log = logging.getLogger("laya.serve")
 TRUE_WORDS = ("1", "true", "yes", "on")
@@ -44,6 +44,7 @@ class ServeConfig:
     max_body_bytes: int = MAX_BODY_BYTES
     body_read_timeout: float = DEFAULT_BODY_READ_TIMEOUT
     shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT  # the drain deadline after SIGTERM
+    header_read_timeout: float = DEFAULT_HEADER_READ_TIMEOUT  # a new connection's headers, or it is closed
     max_body_reads: int = 0  # > 0: bodies are read under this limit and only complete ones are admitted
     max_token_budget: int = DEFAULT_MAX_TOKEN_BUDGET
     max_batch_tokens: int = DEFAULT_MAX_BATCH_TOKENS
@@ -181,6 +182,7 @@ ENV = {
     "LAYA_MAX_QUEUE_ROWS": ("max_queue_rows", _int), "LAYA_MAX_BODY_BYTES": ("max_body_bytes", _int),
     "LAYA_BODY_READ_TIMEOUT": ("body_read_timeout", _lenient_seconds(DEFAULT_BODY_READ_TIMEOUT)),
     "LAYA_SHUTDOWN_TIMEOUT": ("shutdown_timeout", _lenient_seconds(DEFAULT_SHUTDOWN_TIMEOUT)),
+    "LAYA_HEADER_READ_TIMEOUT": ("header_read_timeout", _lenient_seconds(DEFAULT_HEADER_READ_TIMEOUT)),
     "LAYA_MAX_BODY_READS": ("max_body_reads", _lenient_int(0, None, 0)),
     "LAYA_MAX_TOKEN_BUDGET": ("max_token_budget", _lenient_int(1, None, DEFAULT_MAX_TOKEN_BUDGET, warn=True)),
     "LAYA_MAX_BATCH_TOKENS": ("max_batch_tokens", _lenient_int(1, None, DEFAULT_MAX_BATCH_TOKENS)),
@@ -190,7 +192,8 @@ ENV = {
     "LAYA_MAX_BATCH_ROWS": ("max_batch_rows", _int), "LAYA_REPLICAS": ("replicas", _int),
     "LAYA_MAX_REPLICAS": ("max_replicas", _int),
 }
-MAIN_ONLY = ("LAYA_HOST", "LAYA_PORT", "LAYA_LOG_LEVEL", "LAYA_SHUTDOWN_TIMEOUT")  # read by laya.serve.main(), not by create_app()
+MAIN_ONLY = ("LAYA_HOST", "LAYA_PORT", "LAYA_LOG_LEVEL", "LAYA_SHUTDOWN_TIMEOUT",
+             "LAYA_HEADER_READ_TIMEOUT")  # read by laya.serve.main(), not by create_app()
 # read by build_router(), so create_app(router) with a router of its own leaves them alone
 ROUTER_ONLY = ("LAYA_MODELS", "LAYA_EXTRA_MODELS", "LAYA_DEFAULT_MODEL", "LAYA_MAX_LOADED", "LAYA_AUTO_TASK",
                "LAYA_PRELOAD", "LAYA_THREADS")
@@ -244,7 +247,7 @@ def check(cfg: ServeConfig) -> ServeConfig:
             raise ValueError(f"{name}={value!r} must be a positive integer")
     if cfg.port > 65535:
         raise ValueError(f"port={cfg.port!r} must be an integer 1-65535")
-    for name in ("body_read_timeout", "shutdown_timeout"):
+    for name in ("body_read_timeout", "shutdown_timeout", "header_read_timeout"):
         if not getattr(cfg, name) > 0:
             raise ValueError(f"{name}={getattr(cfg, name)!r} must be a positive number of seconds")
     if cfg.batch_window_ms < 0 or cfg.idle_unload_seconds < 0:
@@ -299,6 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-body-reads", type=int, metavar="N", help="read up to N bodies at once outside the "
                    "--max-concurrent slots, so slow uploads never hold a model slot (default 0: a body is read "
                    "inside its slot, as published)")
+    p.add_argument("--header-read-timeout", type=float, metavar="SECONDS", help="close a new connection whose "
+                   "request headers are not complete in this time (default 10)")
     p.add_argument("--shutdown-timeout", type=float, metavar="SECONDS", help="after SIGTERM, wait at most this "
                    "long for requests in flight, then close them (default 30)")
     p.add_argument("--max-token-budget", type=int)

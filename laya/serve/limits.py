@@ -15,6 +15,7 @@ MAX_JSON_DEPTH = 256  # nesting the parser and every later re-serialisation hand
 MAX_TOURNAMENT_GROUP = 100
 
 DEFAULT_BODY_READ_TIMEOUT = 10.0
+DEFAULT_HEADER_READ_TIMEOUT = 10.0  # seconds a new connection has to send its request headers
 DEFAULT_SHUTDOWN_TIMEOUT = 30.0  # seconds SIGTERM waits for in-flight requests before closing them
 DEFAULT_MAX_BATCH_TOKENS = 131072
 DEFAULT_MAX_CONCURRENT = 16

@@ -24,6 +24,17 @@ def _error(message: str) -> int:
     return 2
 
 
+def _http_protocol(cfg) -> dict:
+    """uvicorn's HTTP protocol with the header deadline; nothing (uvicorn's own) if this uvicorn has no such class."""
+    from .header_timeout import guarded_protocol
+
+    try:
+        return {"http": guarded_protocol(cfg.header_read_timeout)}
+    except (ImportError, KeyError, AttributeError) as e:
+        logging.getLogger("laya.serve").warning("laya serve: no header-read deadline on this uvicorn (%s)", e)
+        return {}
+
+
 def _start_failed(error: BaseException, cfg) -> int:
     """One line naming what failed (the traceback too with --log-level debug); exit status 2."""
     if cfg.log_level.lower() == "debug":
@@ -69,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - any start-up failure is the user's to fix: say what, exit 2
         return _start_failed(e, cfg)
     uvicorn.run(app, host=cfg.host, port=cfg.port, log_level=cfg.log_level.lower(), access_log=cfg.access_log,
-                timeout_graceful_shutdown=cfg.shutdown_timeout)
+                timeout_graceful_shutdown=cfg.shutdown_timeout, **_http_protocol(cfg))
     return 0
 
 
