@@ -306,7 +306,7 @@ class Agent(Predictor):
         the forward needs to be ready (the tilelang path captures a CUDA graph on a plan's third run);
         returns seconds taken."""
         start = time.perf_counter()
-        for batch in self.forward_backend.warmup_batches(shapes):
+        for batch in self.forward_backend.warmup_batches(shapes or self.WARMUP_SHAPES):
             self._infer(batch)
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)

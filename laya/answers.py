@@ -158,6 +158,15 @@ def softmax(z: Any) -> list[float]:
     return [v / total for v in e]
 
 
+def softmax_rows_fp32(z: Any) -> list[list[float]]:
+    """Row softmax in float32 numpy, as lists: the published ONNX agent's act softmax (spec 1.4), kept for its bits."""
+    import numpy as np
+
+    z = np.asarray(z, dtype=np.float32)
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).tolist()
+
+
 def softmax_rows(rows: Any) -> list[list[float]]:
     """`softmax` of each row of a 2-D array-like (lists, ndarray, tensor rows)."""
     return [softmax(row) for row in rows]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .answers import softmax_rows
+from .answers import softmax_rows_fp32
 from .backends.base import INPUT_NAMES  # noqa: F401 - published names of this module
 from .backends.onnx import (CPU_EP, CUDA_EP, MIN_MARKERS, OUTPUT_NAMES, PREFIX, OnnxBackend,  # noqa: F401
                             check_providers, create_session, default_threads)
@@ -123,7 +123,7 @@ class ONNXAgent(Predictor):
         if self.session is None:
             raise RuntimeError(f"{self!r} is closed; create a new ONNXAgent to predict again")
         logits, act_logits = self.forward_backend.run(batch)
-        return logits, softmax_rows(act_logits.tolist())
+        return logits, softmax_rows_fp32(act_logits)
 
     # ---- lifecycle ---------------------------------------------------------------------------
 

@@ -73,3 +73,36 @@ def test_the_torch_free_parameter_lists_match_the_signatures():
 
     assert set(inspect.signature(Agent.__init__).parameters) - {"self"} == AGENT_PARAMETERS
     assert set(inspect.signature(load).parameters) == LOAD_PARAMETERS
+
+
+def test_onnx_act_softmax_is_the_published_float32_numpy_one(tiny_checkpoint, onnx_graph):
+    """spec 1.4: the ONNX agent's act softmax is numpy over the graph's float32 act logits (bits kept)."""
+    import numpy as np
+
+    import laya
+    from laya.sequence import collate
+
+    agent = laya.load(tiny_checkpoint, backend="onnx", onnx_path=onnx_graph)
+    from laya.question_sets import checked_questions
+
+    _, rows = agent._rows("refund me now please", False, checked_questions(laya.triage_questions()), 256, 96)
+    batch = collate(rows, agent.tok.pad_token_id, arrays=True)
+    _, act = agent._infer(batch)
+    raw = agent.forward_backend.run(batch)[1].astype(np.float32)
+    e = np.exp(raw - raw.max(axis=-1, keepdims=True))
+    assert act == (e / e.sum(axis=-1, keepdims=True)).tolist()
+
+
+def test_agent_warmup_runs_the_agents_warmup_shapes(tiny_checkpoint):
+    import laya
+
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    seen = []
+    real = agent._infer
+    agent._infer = lambda batch: (seen.append(tuple(batch.input_ids.shape)), real(batch))[1]
+    agent.WARMUP_SHAPES = ((2, 32, 2),)
+    agent.warmup()
+    assert seen == [(2, 32)]
+    seen.clear()
+    agent.warmup(((1, 20, 3),))
+    assert seen == [(1, 20)]

@@ -189,7 +189,7 @@ class AOTIBackend(Backend):
     def call(self, tensors: tuple) -> tuple:
         return self.forward(*tensors)
 
-    def warmup(self, shapes: Any = None) -> float:
+    def warmup(self, shapes: Any = None, repeats: int | None = None) -> float:
         """One call per (rows, tokens, markers) shape: the first call of a package loads its kernels."""
-        self.warmup_s = super().warmup(shapes)
+        self.warmup_s = super().warmup(shapes, repeats)
         return self.warmup_s

@@ -153,17 +153,18 @@ class Backend:
 
     # ---- warm-up -----------------------------------------------------------------------------------
 
-    def warmup_batches(self, shapes: Any = None) -> list[Batch]:
-        """The synthetic batches that make this forward ready, each `warmup_repeats` times."""
+    def warmup_batches(self, shapes: Any = None, repeats: int | None = None) -> list[Batch]:
+        """The synthetic batches that make this forward ready, each `repeats` (default warmup_repeats) times."""
         cap = self.max_len or config_max_len(self.agent.cfg)
         fill = self.agent.tok.cls_token_id
+        repeats = self.warmup_repeats if repeats is None else repeats
         return [warmup_batch(rows, tokens, markers, fill, cap)
-                for rows, tokens, markers in shapes or self.warmup_shapes for _ in range(self.warmup_repeats)]
+                for rows, tokens, markers in shapes or self.warmup_shapes for _ in range(repeats)]
 
-    def warmup(self, shapes: Any = None) -> float:
+    def warmup(self, shapes: Any = None, repeats: int | None = None) -> float:
         """Run the warm-up batches through `run`; seconds taken."""
         start = time.perf_counter()
-        for batch in self.warmup_batches(shapes):
+        for batch in self.warmup_batches(shapes, repeats):
             self.run(batch)
         if self.agent.device.type == "cuda":
             import torch

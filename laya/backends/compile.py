@@ -180,11 +180,10 @@ class CompileBackend(Backend):
     def call(self, tensors: tuple) -> tuple:
         return self.forward(*tensors)  # (also while installing, before model.forward is ours)
 
-    warmup_repeats = CALLS_PER_SHAPE
     warmup_shapes = WARMUP_SHAPES
 
-    def warmup(self, shapes: Any = None) -> float:
-        self.warmup_s = super().warmup(shapes)
+    def warmup(self, shapes: Any = None, repeats: int | None = None) -> float:
+        self.warmup_s = super().warmup(shapes, CALLS_PER_SHAPE if repeats is None else repeats)
         return self.warmup_s
 
 
