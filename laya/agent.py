@@ -319,6 +319,11 @@ class Agent(Predictor):
         """The DecisionModel itself (under compile=True, the module inside the torch.compile wrapper)."""
         return self.model._orig_mod if self._compiled else self.model
 
+    def text_limit(self, max_length: int) -> int:
+        """Tokens an encoded text keeps: `max_length`, capped by the encoder's position limit."""
+        positions = getattr(self.decision_model.encoder.config, "max_position_embeddings", None)
+        return min(max_length, positions) if isinstance(positions, int) and positions >= 2 else max_length
+
     def encode_texts(self, texts: list[str], max_length: int = 512, batch_size: int = 32) -> np.ndarray:
         """Mean-pooled, L2-normalised last hidden states of the encoder, [n, d] float32, one per text.
 
@@ -329,8 +334,7 @@ class Agent(Predictor):
         out = np.zeros((len(texts), int(encoder.config.hidden_size)), dtype=np.float32)
         if not texts:
             return out
-        positions = getattr(encoder.config, "max_position_embeddings", None)
-        limit = min(max_length, positions) if isinstance(positions, int) and positions >= 2 else max_length
+        limit = self.text_limit(max_length)
         view = tokenizer_view(self.tok)
         ids = [[view.cls_id, *row[:limit - 2], view.sep_id] for row in encode_many(self.tok, texts)]
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))

@@ -431,9 +431,7 @@ def embed_fn_from_agent(agent: Any, max_length: int = 512, batch_size: int = 32)
     if not callable(getattr(agent, "encode_texts", None)):
         raise TypeError(f"embed_fn_from_agent needs a torch laya Agent (it calls the encoder); got "
                         f"{type(agent).__name__}. Pass an embed_fn of your own (texts -> array [n, d]) instead")
-    config = agent.decision_model.encoder.config
-    positions = getattr(config, "max_position_embeddings", None)
-    limit = min(max_length, positions) if isinstance(positions, int) and positions >= 2 else max_length
+    limit = agent.text_limit(max_length)
 
     def embed(texts: Any) -> np.ndarray:
         return agent.encode_texts(_check_texts(texts, "embed_fn"), max_length=max_length, batch_size=batch_size)
