@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any
 
 import numpy as np
 
+from ..cpu_features import physical_cores
 from ..sequence import Batch
 from .base import INPUT_NAMES, Backend, pad_to
 
@@ -27,11 +27,9 @@ def _ort() -> Any:
 
 
 def default_threads() -> int:
-    """Cores this process may use (a container's CPU set can be smaller than os.cpu_count())."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    """Physical cores this process may use: SMT siblings share one core's matrix units, so a second
+    thread per core only adds contention (and a container's CPU set can be smaller than the machine)."""
+    return physical_cores()
 
 
 def check_providers(providers: Any) -> list | None:
