@@ -33,10 +33,13 @@ tests/test_tl_kernels_api.py) can be imported where TileLang is not installed.
 # No `from __future__ import annotations`: TileLang evaluates string annotations of a prim_func
 # only against the names its body uses, so shape names used in annotations alone would not resolve.
 
+import contextlib
 import functools
 import inspect
 import math
 import threading
+
+from . import kernel_cache
 
 __all__ = [
     "GPU_DTYPES",
@@ -230,12 +233,18 @@ def _kernel_factory(build):
         bound.apply_defaults()
         return tuple(bound.arguments.items()), bound.arguments["cpu"]
 
-    def compile_one(prim, cpu):
-        if cpu:
-            return _compile_for_cpu(prim)
-        import tilelang
-
-        return tilelang.compile(prim, target="cuda", pass_configs=_gpu_pass_configs())
+    def traced(key, cpu, args, kwargs):
+        """The request's PrimFunc: from the persistent store (laya.kernel_cache), else traced and stored."""
+        store = kernel_cache.active()
+        if store is None:
+            return build(*args, **kwargs)
+        target, flags = ("c", CPU_COMPILE_FLAGS) if cpu else ("cuda", None)
+        name = kernel_cache.request_key(build.__name__, key, _pass_configs(cpu))
+        prim = store.load(name, target, flags)
+        if prim is None:
+            prim = build(*args, **kwargs)
+            store.save(name, target, prim, {"factory": build.__name__, "arguments": repr(key)}, flags)
+        return prim
 
     @functools.wraps(build)
     def factory(*args, **kwargs):
@@ -243,16 +252,36 @@ def _kernel_factory(build):
         kernel = cache.get(key)
         if kernel is None:
             # Compile outside the lock (seconds each); a rare duplicate compile is harmless.
-            kernel = compile_one(build(*args, **kwargs), cpu)
+            with _store_cache():
+                kernel = _compile_one(traced(key, cpu, args, kwargs), cpu)
             with _CACHE_LOCK:
                 kernel = cache.setdefault(key, kernel)
         return kernel
 
     factory.get_tir = build
+    factory.traced = traced  # (key, cpu, args, kwargs) -> PrimFunc, through the persistent store
     factory.cache_clear = cache.clear
     factory.key_of = key_of  # (args, kwargs) -> the build key with defaults applied, and the cpu flag
     factory._cache = cache
     return factory
+
+
+def _pass_configs(cpu: bool) -> dict:
+    return _cpu_pass_configs() if cpu else _gpu_pass_configs()
+
+
+def _store_cache():
+    """TileLang's disk cache under the persistent store's root while compiling (nothing without a store)."""
+    store = kernel_cache.active()
+    return store.tilelang_cache() if store is not None else contextlib.nullcontext()
+
+
+def _compile_one(prim, cpu):
+    if cpu:
+        return _compile_for_cpu(prim)
+    import tilelang
+
+    return tilelang.compile(prim, target="cuda", pass_configs=_gpu_pass_configs())
 
 
 def compile_many(requests, num_workers=None):
@@ -272,15 +301,16 @@ def compile_many(requests, num_workers=None):
             raise ValueError("compile_many is for GPU kernels; use compile_cpu for the CPU ones")
         if key not in f._cache and (f, key) not in seen:
             seen.add((f, key))
-            todo.append((f, key, f.get_tir(*a, **kw)))
+            todo.append((f, key, f.traced(key, cpu, a, kw)))
     if todo:
-        kernels = par_compile(
-            [prim for _, _, prim in todo],
-            target="cuda",
-            pass_configs=_gpu_pass_configs(),
-            num_workers=num_workers,
-            ignore_error=True,  # a failed kernel is compiled again below, raising its own error
-        )
+        with _store_cache():
+            kernels = par_compile(
+                [prim for _, _, prim in todo],
+                target="cuda",
+                pass_configs=_gpu_pass_configs(),
+                num_workers=num_workers,
+                ignore_error=True,  # a failed kernel is compiled again below, raising its own error
+            )
         with _CACHE_LOCK:
             for (f, key, _), kern in zip(todo, kernels):
                 if kern is not None:
