@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import hooks as hooks_mod
+from . import stage_clock
 from .answers import (Calibration, DecodePlan, apply_min_confidence, check_min_confidence, clamp_temperatures,
                       decode_planned, positive_int, resolve_lang_temperatures)
 from .calibrate import (apply_calibration_payload, calibration_payload_for, read_calibration_json,
@@ -166,6 +167,7 @@ class Predictor(HookRegistry, StructuredDecisions):
         chunk = n if batch_size is None else batch_size
         sorting = sort_by_length and batch_size is not None and 1 < batch_size < n
         window = 8 * chunk if sorting else n
+        clock = stage_clock.current()  # the serving worker's per-stage timing; a no-op elsewhere
         with self._chunks_scope() if chunk < n else NO_SCOPE:
             for start in range(0, n, window):
                 stop = min(n, start + window)
@@ -183,22 +185,27 @@ class Predictor(HookRegistry, StructuredDecisions):
                 for c in range(0, len(idx), chunk):
                     part = idx[c:c + chunk]
                     rows = [r for i in part for r in encoded[i - start][1]]
-                    logits, act = self._forward_rows(rows, view.pad_id)
+                    logits, act = self._forward_rows(rows, view.pad_id, clock)
                     for j, i in enumerate(part):
                         offset = j * k
                         results[i] = self._result(qs, encoded[i - start], logits[offset:offset + k],
                                                   act[offset:offset + k], cal, lang, min_confidence, plans=plans)
+                    clock.lap_decode()
         return results  # type: ignore[return-value]
 
-    def _forward_rows(self, rows: list[Row], pad_id: int) -> tuple[list, list]:
+    def _forward_rows(self, rows: list[Row], pad_id: int, clock: Any = stage_clock.OFF) -> tuple[list, list]:
         """(logits, act probabilities) of rows as lists, one forward for all, or one per row when batch_invariant."""
         groups = [[r] for r in rows] if self.batch_invariant and len(rows) > 1 else [rows]
         logits: list = []
         act: list = []
         for group in groups:
-            z, a = self._infer(collate(group, pad_id, self.parallel_options, self.collate_arrays))
+            batch = collate(group, pad_id, self.parallel_options, self.collate_arrays)
+            clock.lap_prep()
+            z, a = self._infer(batch)
+            clock.lap_forward()
             logits += z.tolist()
             act += a if isinstance(a, list) else a.tolist()
+            clock.lap_decode()
         return logits, act
 
     def decision_logits(self, state: Any, questions: dict, max_len: int | None = None,

@@ -38,7 +38,7 @@ from .gc_policy import GC_THRESHOLD, FrozenHeap  # noqa: F401 - GC_THRESHOLD re-
 from .health import PublicRepo, description, health, known_names, missing_local_sources, resident_names
 from .jev import project
 from .limits import LIVENESS_ONLY, MAX_CHOICE_OPTIONS, MAX_TOURNAMENT_CHOICE_OPTIONS
-from .metrics import Metrics
+from .metrics import STAGES, Metrics
 from .schema import Decision, Limits, parse_batch, parse_single
 
 log = logging.getLogger("laya.serve")
@@ -110,6 +110,8 @@ class Server:
             self.auto_default = self.auto_default if self.auto_default in self.served else self.served[0]
         self.max_choice_options = MAX_TOURNAMENT_CHOICE_OPTIONS if cfg.tournament_group else MAX_CHOICE_OPTIONS
         self.metrics = Metrics()
+        self.stage_metrics = [self.metrics.child(self.metrics.stages, stage) for stage in STAGES]
+        self.replica: str | None = None  # set on a Ray replica: each answer names it in X-Laya-Replica
         self.batcher = Batcher(self._infer, window_ms=cfg.batch_window_ms, max_rows=cfg.max_batch_rows,
                                max_batch_tokens=cfg.max_batch_tokens, batching=cfg.batching,
                                on_forward=self._on_forward)
@@ -339,6 +341,7 @@ class Server:
     async def decide(self, decisions: list[Decision], max_batch_tokens: int,
                      request: Request | None = None) -> tuple[list[dict], dict]:
         routed, futures = await self.queue(decisions, max_batch_tokens)
+        submitted = routed[0][0].enqueued  # where the http stage hands over to the queue
         try:
             outcomes = await self.outcomes(futures, request)
         except ClientDisconnect:
@@ -348,13 +351,21 @@ class Server:
         except Exception:
             log.exception("laya serve: inference failed")
             raise fail("inference_failed") from None
+        resumed = time.perf_counter()
         results, timings = [], {}
         for (result, timing), (_, routing) in zip(outcomes, routed):
             results.append({**result, "routing": routing})
             timings[timing.forward_id] = timing
-        inference = sum(t.inference_ms for t in timings.values())
-        queue = max(t.queue_ms for t in timings.values())
-        return results, {"inference": inference, "queue": queue}
+        forwards = timings.values()
+        if len(timings) == 1:  # the common case: one forward answered the whole request
+            (t,) = forwards
+            return results, {"inference": t.inference_ms, "queue": t.queue_ms, "prep": t.prep_ms,
+                             "forward": t.forward_ms, "decode": t.decode_ms, "submitted": submitted,
+                             "done": t.done, "resumed": resumed}
+        return results, {"inference": sum(t.inference_ms for t in forwards), "queue": max(t.queue_ms for t in forwards),
+                         "prep": sum(t.prep_ms for t in forwards), "forward": sum(t.forward_ms for t in forwards),
+                         "decode": sum(t.decode_ms for t in forwards), "submitted": submitted,
+                         "done": max(t.done for t in forwards), "resumed": resumed}
 
     @staticmethod
     async def outcomes(futures: list, request: Request | None) -> list:
@@ -448,15 +459,18 @@ class Server:
                 total = {k: sum((r.get("usage") or {}).get(k, 0) for r in results)
                          for k in ("input_tokens", "output_tokens")}
                 body = {"results": [project(r, cfg.jev_strict) for r in results], "total_usage": total}
-            total_ms = (time.perf_counter() - started) * 1000.0
-            headers = {"Server-Timing": f"inference;dur={times['inference']:.2f}, queue;dur={times['queue']:.2f}, "
-                                        f"total;dur={total_ms:.2f}",
-                       "X-Inference-Time-Ms": f"{times['inference']:.2f}"}
+            response = JSONResponse(body)  # rendered here: the http stage includes it
+            headers = response.headers
+            headers["Server-Timing"] = self.record_stages(times, started, time.perf_counter())
+            headers["X-Inference-Time-Ms"] = f"{times['inference']:.2f}"
+            if self.replica is not None:
+                headers["X-Laya-Replica"] = self.replica
             status = 200
-            return JSONResponse(body, headers=headers)
+            return response
         except ApiError as e:
             status = e.status
-            return JSONResponse({"detail": e.detail}, status_code=e.status, headers=e.headers)
+            headers = e.headers if self.replica is None else {**(e.headers or {}), "X-Laya-Replica": self.replica}
+            return JSONResponse({"detail": e.detail}, status_code=e.status, headers=headers)
         except ClientDisconnect:  # the client went away: nothing to answer, nothing went wrong here
             status = CLIENT_CLOSED
             log.info("laya serve: %s: the client closed the connection before its answer was ready", route)
@@ -472,6 +486,21 @@ class Server:
             self.child(self.metrics.requests, route, str(status)).inc()
             self.child(self.metrics.latency, route).observe(time.perf_counter() - started)
             self.child(self.metrics.queue_rows).set(self.batcher.queued_rows)
+
+    def record_stages(self, times: dict, started: float, ended: float) -> str:
+        """An answered request's stages into /metrics; returns its Server-Timing value (milliseconds)."""
+        total = (ended - started) * 1000.0
+        head = f"inference;dur={times['inference']:.2f}, queue;dur={times['queue']:.2f}"
+        if "resumed" not in times:  # an injected router: no stages
+            return f"{head}, total;dur={total:.2f}"
+        resumed = times["resumed"]
+        http = ((times["submitted"] - started) + (ended - resumed)) * 1000.0
+        wakeup = max(0.0, resumed - times["done"]) * 1000.0
+        ms = (http, times["queue"], times["prep"], times["forward"], times["decode"], wakeup)
+        for handle, value in zip(self.stage_metrics, ms):
+            handle.observe(value / 1000.0)
+        return (f"{head}, prep;dur={ms[2]:.2f}, forward;dur={ms[3]:.2f}, decode;dur={ms[4]:.2f}, "
+                f"wakeup;dur={wakeup:.2f}, http;dur={http:.2f}, total;dur={total:.2f}")
 
     def health(self, authorized: bool) -> dict:
         if not authorized:

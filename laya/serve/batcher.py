@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .. import stage_clock
 from .fair_queue import FairQueue
 
 log = logging.getLogger("laya.serve")
@@ -40,8 +41,12 @@ class Item:
 class Timing:
     forward_id: int
     queue_ms: float
-    inference_ms: float
+    inference_ms: float  # the whole forward call = prep_ms + forward_ms + decode_ms
     group_requests: int
+    prep_ms: float = 0.0  # tokenise, rows, collate (and the call's set-up)
+    forward_ms: float = 0.0  # the model's forward, results on the host
+    decode_ms: float = 0.0  # answers from the logits, and the rest of the call
+    done: float = 0.0  # perf_counter when the forward's results were set
 
 
 class Batcher:
@@ -64,6 +69,7 @@ class Batcher:
         self._stop = False
         self._thread: threading.Thread | None = None
         self._name = name
+        self._clock = stage_clock.StageClock()  # lapped by the predictor on the worker thread
 
     # ---- producer side (event loop) ----------------------------------------------------------------
 
@@ -169,6 +175,7 @@ class Batcher:
         return False
 
     def _run(self) -> None:
+        stage_clock.install(self._clock)
         while True:
             batch = self._take()
             if not batch:
@@ -205,7 +212,8 @@ class Batcher:
 
     def _forward(self, part: list[Item], retry_alone: bool) -> None:
         first = part[0]
-        started = time.perf_counter()
+        clock = self._clock
+        started = clock.reset()
         try:
             results = self.infer(first.name, [i.state for i in part], first.questions, first.options)
         except Exception as e:  # noqa: BLE001 - scattered to the callers below
@@ -215,10 +223,14 @@ class Batcher:
                 return
             first.future.set_exception(e)
             return
-        elapsed = time.perf_counter() - started
+        done = time.perf_counter()
+        elapsed = done - started
         self._forwards += 1
         if self.on_forward is not None:
             self.on_forward(sum(i.rows for i in part), len(part), elapsed)
+        ms, prep, forward = elapsed * 1000.0, clock.prep * 1000.0, clock.forward * 1000.0
+        decode = max(0.0, ms - prep - forward)
         for item, result in zip(part, results):
-            timing = Timing(self._forwards, (started - item.enqueued) * 1000.0, elapsed * 1000.0, len(part))
+            timing = Timing(self._forwards, (started - item.enqueued) * 1000.0, ms, len(part), prep, forward,
+                            decode, done)
             item.future.set_result((result, timing))

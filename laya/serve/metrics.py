@@ -8,6 +8,10 @@ from typing import Any
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# stages of one request run from tens of microseconds (JSON) to seconds (a queue behind a large batch)
+STAGE_BUCKETS = (0.0001, 0.00025, 0.0005, *LATENCY_BUCKETS)
+# where an answered request's time went, in order (the stage label of laya_request_stage_seconds)
+STAGES = ("http", "queue", "prep", "forward", "decode", "wakeup")
 TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
@@ -103,6 +107,10 @@ class Metrics:
                                       (), SIZE_BUCKETS)
         self.inference = self._make("histogram", "laya_inference_seconds", "time of one batched predict call", (),
                                     LATENCY_BUCKETS)
+        self.stages = self._make("histogram", "laya_request_stage_seconds",
+                                 "answered requests' time by stage: http (body read, JSON, validation, routing, reply "
+                                 "rendering), queue (waiting for a forward), prep (tokenise, collate), forward, decode, "
+                                 "wakeup (answer ready until its request runs again)", ("stage",), STAGE_BUCKETS)
         self.queue_rows = self._make("gauge", "laya_queue_rows", "question rows waiting for the inference worker", ())
         self.inflight = self._make("gauge", "laya_inflight_requests", "requests admitted and not yet answered", ())
         self.tokens = self._make("counter", "laya_input_tokens", "input tokens run through the encoder", ("model",))
