@@ -56,6 +56,16 @@ def _replica_config(cfg: ServeConfig) -> ServeConfig:
     return cfg
 
 
+def replica_name() -> str | None:
+    """This Ray Serve replica's id (the tail of its actor name), sent back as X-Laya-Replica; None elsewhere."""
+    from ray import serve
+
+    try:
+        return serve.get_replica_context().replica_id.unique_id
+    except Exception:  # noqa: BLE001 - not inside a replica (or an older Ray): no header
+        return None
+
+
 def application(cfg: ServeConfig) -> Any:
     """A bound Ray Serve application of the laya app (pass it to `ray.serve.run`)."""
     from ray import serve
@@ -65,7 +75,9 @@ def application(cfg: ServeConfig) -> Any:
     def build_app() -> Any:  # runs on each replica
         from .app import create_app
 
-        return create_app(cfg=replica_cfg)
+        app = create_app(cfg=replica_cfg)
+        app.state.server.replica = replica_name()
+        return app
 
     @serve.deployment(**deployment_options(cfg))
     @serve.ingress(build_app)
