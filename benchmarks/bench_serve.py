@@ -7,7 +7,7 @@
 
 For each (shape, backend, batching) the server runs as its own process (uvicorn, `python -m laya.serve`) on
 a random checkpoint of scripts/make_checkpoint.py (built in a temporary directory unless --checkpoint-dir holds
-one). Two kinds of cell:
+one), or on the bundled laya-mini (`--shapes laya-mini`). Two kinds of cell:
 
 - closed loop (`mode: closed`): C clients over keep-alive connections, each sending its next request when the last
   one is answered, until --max-requests are sent or --max-seconds pass (after a warm-up). This is the most the
@@ -17,7 +17,9 @@ one). Two kinds of cell:
   falls behind shows it (no coordinated omission). This is the cell the serving goal is judged on:
   >= --goal-dps decisions/s at p99 <= --goal-p99-ms with --goal-clients clients.
 
-One request = 1 state x 3 questions (choice, score, noul), so decisions/s = 3 x requests/s. Mean states per
+One request = 1 state x 3 questions (choice, score, noul), so decisions/s = 3 x requests/s. Each cell's
+`stages_ms` gives p50/p99/mean of the server's stages per answered request (its Server-Timing header: http, queue,
+prep, forward, decode, wakeup, total) and `outside`, the client latency less the server's total. Mean states per
 forward comes from the server's own /metrics, the backend actually installed from its /health. The JSON (--out,
 default benchmarks/results/serve_<device>_<date>.json) records the GPU (nvidia-smi), CPU, versions, date, the
 checkpoint shapes, every server and cell, and is rewritten after every cell, so a run cut short keeps what it
@@ -51,7 +53,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, HERE)
-from _env import cpu_model, git_revision, package_version, usable_cores  # noqa: E402
+from _env import cpu_model, cpu_sample, git_revision, package_version, usable_cores  # noqa: E402
 
 QUESTIONS = {
     "intent": {"type": "choice", "instructions": "What does the customer want?",
@@ -65,6 +67,7 @@ TOPICS = ["refund for a broken blender", "login fails after the update", "invoic
           "password reset mail never comes", "app crashes when uploading photos"]
 STATES = [f"Ticket {i}: {TOPICS[i % len(TOPICS)]}. " + "The customer explains the problem at length. " * (1 + i % 4)
           for i in range(32)]
+BUNDLED = {"laya-mini": os.path.join(REPO, "laya", "laya_mini")}  # --shapes laya-mini: the shipped trained checkpoint
 WEIGHT_STD = {"tiny": 0.3}  # sharp answers on the tiny test shape; the published-like 0.02 elsewhere
 
 
@@ -195,6 +198,32 @@ def scrape(port: int) -> dict:
     return out
 
 
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) a process has used so far (/proc; None where unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def cpu_split(before: tuple, after: tuple) -> dict | None:
+    """Shares of the machine's CPU capacity over a cell (warm-up included): the server, this generator, every
+    other process (a shared box), steal."""
+    (m0, s0), (m1, s1) = before, after
+    if None in (m0, m1, s0, s1):
+        return None
+    d = {k: m1[k] - m0[k] for k in m0}
+    total = d["busy"] + d["idle"] + d["steal"]
+    if total <= 0:
+        return None
+    server, own = s1 - s0, d["own"]
+    return {"server_pct": round(100 * server / total, 1), "generator_pct": round(100 * own / total, 1),
+            "others_pct": round(100 * max(0.0, d["busy"] - server - own) / total, 1),
+            "steal_pct": round(100 * d["steal"] / total, 1)}
+
+
 # ---- load generator --------------------------------------------------------------------------------
 
 class Connection:
@@ -203,6 +232,7 @@ class Connection:
     def __init__(self, port: int):
         self.port = port
         self.reader = self.writer = None
+        self.timing: str | None = None  # the last answer's Server-Timing value
 
     async def post(self, path: str, body: bytes, retry: bool = True) -> int:
         fresh = self.writer is None
@@ -218,15 +248,18 @@ class Connection:
             if fresh or not retry:
                 raise ConnectionResetError("the server closed the connection")
             return await self.post(path, body, retry=False)
-        length, close = 0, False
+        length, close, self.timing = 0, False, None
         while True:
             line = await self.reader.readline()
             if line in (b"\r\n", b""):
                 break
             key, _, value = line.decode("latin-1").partition(":")
-            if key.lower() == "content-length":
+            key = key.lower()
+            if key == "content-length":
                 length = int(value)
-            elif key.lower() == "connection" and "close" in value.lower():
+            elif key == "server-timing":
+                self.timing = value  # parsed after the cell: the generator shares the cores with the server
+            elif key == "connection" and "close" in value.lower():
                 close = True
         await self.reader.readexactly(length)
         if close:
@@ -266,7 +299,34 @@ async def warm_up(conns: list[Connection], requests: int, seconds: float) -> Non
         await c.close()
 
 
-def summary(latencies: list[float], sent: int, errors: int, wall: float) -> dict:
+STAGES = ("http", "queue", "prep", "forward", "decode", "wakeup")  # the server's Server-Timing stages, in order
+TIMING = re.compile(r"(\w+);dur=([0-9.]+)")
+
+
+def stage_breakdown(latencies: list[float], timings: list[str | None]) -> dict:
+    """p50/p99/mean (ms) of each server stage over the answered requests, plus `outside`: the client's latency
+    less the server's own total (loopback, uvicorn's parsing before the route, the generator's lag)."""
+    per: dict[str, list[float]] = {name: [] for name in (*STAGES, "total", "outside")}
+    for latency, header in zip(latencies, timings):
+        if not header:
+            continue
+        t = {k: float(v) for k, v in TIMING.findall(header)}
+        for name in (*STAGES, "total"):
+            if name in t:
+                per[name].append(t[name])
+        if "total" in t:
+            per["outside"].append(max(0.0, latency * 1000.0 - t["total"]))
+
+    def stats(values: list[float]) -> dict:
+        v = sorted(values)
+        return {"p50": round(v[int(0.50 * len(v))], 3), "p99": round(v[min(len(v) - 1, int(0.99 * len(v)))], 3),
+                "mean": round(statistics.mean(v), 3)}
+
+    return {name: stats(values) for name, values in per.items() if values}
+
+
+def summary(latencies: list[float], sent: int, errors: int, wall: float, timings: list | None = None) -> dict:
+    stages = stage_breakdown(latencies, timings) if timings else {}
     lat = sorted(latencies)
 
     def pct(p: float) -> float | None:
@@ -276,7 +336,7 @@ def summary(latencies: list[float], sent: int, errors: int, wall: float) -> dict
             "requests_per_s": round(len(lat) / wall, 1) if wall > 0 else 0.0,
             "decisions_per_s": round(DECISIONS_PER_REQUEST * len(lat) / wall, 1) if wall > 0 else 0.0,
             "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": round(lat[-1] * 1000, 2) if lat else None,
-            "mean_ms": round(statistics.mean(lat) * 1000, 2) if lat else None}
+            "mean_ms": round(statistics.mean(lat) * 1000, 2) if lat else None, "stages_ms": stages}
 
 
 async def closed_loop(port: int, clients: int, max_requests: int, max_seconds: float, warmup: int,
@@ -284,6 +344,7 @@ async def closed_loop(port: int, clients: int, max_requests: int, max_seconds: f
     conns = [Connection(port) for _ in range(clients)]
     await warm_up(conns, max(warmup, clients), warmup_seconds)
     latencies: list[float] = []
+    timings: list[str | None] = []
     counts = {"sent": 0, "errors": 0}
     budget = [max_requests]
     start = time.perf_counter()
@@ -298,6 +359,7 @@ async def closed_loop(port: int, clients: int, max_requests: int, max_seconds: f
             counts["sent"] += 1
             if status == 200:
                 latencies.append(time.perf_counter() - t0)
+                timings.append(conns[k].timing)
             else:
                 counts["errors"] += 1
             i += clients
@@ -306,7 +368,8 @@ async def closed_loop(port: int, clients: int, max_requests: int, max_seconds: f
     wall = time.perf_counter() - start
     for c in conns:
         await c.close()
-    return {"mode": "closed", "clients": clients, **summary(latencies, counts["sent"], counts["errors"], wall)}
+    return {"mode": "closed", "clients": clients,
+            **summary(latencies, counts["sent"], counts["errors"], wall, timings)}
 
 
 async def paced(port: int, clients: int, rate_dps: float, seconds: float, warmup: int, warmup_seconds: float) -> dict:
@@ -318,6 +381,7 @@ async def paced(port: int, clients: int, rate_dps: float, seconds: float, warmup
     rate_rps = rate_dps / DECISIONS_PER_REQUEST
     total = max(1, int(rate_rps * seconds))
     latencies: list[float] = []
+    timings: list[str | None] = []
     counts = {"sent": 0, "errors": 0, "ends": []}
     start = time.perf_counter() + 0.05
     give_up = start + 1.5 * seconds
@@ -336,6 +400,7 @@ async def paced(port: int, clients: int, rate_dps: float, seconds: float, warmup
             counts["ends"].append(end)
             if status == 200:
                 latencies.append(end - scheduled)
+                timings.append(conns[k].timing)
             else:
                 counts["errors"] += 1
 
@@ -343,7 +408,7 @@ async def paced(port: int, clients: int, rate_dps: float, seconds: float, warmup
     span = total / rate_rps  # the schedule's length: a server that keeps up answers `total` within it
     for c in conns:
         await c.close()
-    cell = {"mode": "rate", "clients": clients, **summary(latencies, counts["sent"], counts["errors"], span)}
+    cell = {"mode": "rate", "clients": clients, **summary(latencies, counts["sent"], counts["errors"], span, timings)}
     cell.update(offered_decisions_per_s=rate_dps, scheduled=total, not_sent=total - counts["sent"],
                 last_answer_s=round(max(counts["ends"], default=start) - start, 3))
     return cell
@@ -469,28 +534,34 @@ def run_server(run: Run, shape: str, checkpoint: str, backend: str, batching: bo
                 continue
             warm_s = max(5.0, min(30.0, run.remaining() - cell_need))
             before = scrape(port)
+            cpu_before = (cpu_sample(), process_cpu(proc.pid))
             if mode == "closed":
                 cell = asyncio.run(closed_loop(port, clients, args.max_requests, args.max_seconds, args.warmup, warm_s))
             else:
                 cell = asyncio.run(paced(port, clients, args.rate_dps, args.max_seconds, args.warmup, warm_s))
+            cpu = cpu_split(cpu_before, (cpu_sample(), process_cpu(proc.pid)))
             after = scrape(port)
             forwards = after["laya_batch_items_count"] - before["laya_batch_items_count"]
             items = after["laya_batch_items_sum"] - before["laya_batch_items_sum"]
             cell.update(shape=shape, backend=installed, batching=batching,
                         mean_states_per_forward=round(items / forwards, 2) if forwards else None,
-                        loadavg_1m=round(os.getloadavg()[0], 2))
+                        loadavg_1m=round(os.getloadavg()[0], 2), cpu_share=cpu)
             run.cells.append(cell)
             run.save()
             print(f"{shape:5s} {installed:8s} batching={'on ' if batching else 'off'} {mode:6s} clients={clients:4d} "
                   f"{cell['decisions_per_s']:9.1f} dec/s  p50 {cell['p50_ms']} ms  p99 {cell['p99_ms']} ms  "
                   f"errors {cell['errors']}  states/forward {cell['mean_states_per_forward']}", flush=True)
+            if cell["stages_ms"]:
+                print("      p50/p99 ms by stage: " + "  ".join(f"{k} {v['p50']}/{v['p99']}"
+                                                             for k, v in cell["stages_ms"].items()), flush=True)
     finally:
         stop_server(proc)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--shapes", default="tiny")
+    p.add_argument("--shapes", default="tiny", help="scripts/make_checkpoint.py shapes (random weights), or "
+                   "laya-mini (the bundled trained checkpoint)")
     p.add_argument("--backends", default="eager", help="server --backend values, in order (eager, compile, "
                    "tilelang, auto)")
     p.add_argument("--batching", default="off,on", help="off, on or off,on")
@@ -539,7 +610,7 @@ def main() -> int:
             log_dir = args.log_dir or tmp
             os.makedirs(log_dir, exist_ok=True)
             for shape in shapes:
-                path = os.path.join(root, shape)
+                path = BUNDLED.get(shape) or os.path.join(root, shape)
                 if not os.path.isfile(os.path.join(path, "model.safetensors")):
                     began = time.monotonic()
                     make_checkpoint(path, shape, "wordpiece", seed=7, std=WEIGHT_STD.get(shape, 0.02))
