@@ -217,16 +217,42 @@ def int8_output_path(path: str) -> str:
     return f"{root}.int8{ext or '.onnx'}"
 
 
-def quantize_model(src: str, dst: str | None = None) -> str:
+def quantize_model(src: str, dst: str | None = None, per_channel: bool = True,
+                   reduce_range: bool | None = None) -> str:
     """Dynamic INT8 quantisation of the graph's MatMul/Gemm weights (activations stay fp32 and are
-    quantised per call); returns the output path. Check it with verify_batch_dynamic(...,
-    prob_atol=INT8_PROB_ATOL, logits_atol=None)."""
+    quantised per call, u8 x s8 products: ORT's VNNI/AMX kernels); returns the output path. Check it
+    with verify_batch_dynamic(..., prob_atol=INT8_PROB_ATOL, logits_atol=None).
+
+    per_channel: one scale per output column (default; same speed as one per matrix, less rounding
+    where columns differ in range). reduce_range: 7-bit weights, for CPUs without VNNI/AMX whose u8 x s8
+    path (AVX2 vpmaddubsw) can saturate; None decides from this machine (laya.cpu_features). The
+    choice is written into the graph's metadata (laya.int8.*)."""
+    import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from ..cpu_features import features
 
     dst = dst or int8_output_path(src)
     if os.path.abspath(dst) == os.path.abspath(src):
         raise ValueError(f"quantize_model would overwrite its input {src!r}; give another output path")
+    if reduce_range is None:
+        reduce_range = not features().int8_dot
     # Only the matrix products: quantising Gather (the embedding table) or attention ops adds error for
     # no speed, and the graph's LayerNorm/Softmax stay fp32 either way.
-    quantize_dynamic(src, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"])
+    quantize_dynamic(src, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"],
+                     per_channel=bool(per_channel), reduce_range=bool(reduce_range))
+    model = onnx.load(dst, load_external_data=False)
+    onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
+                                        "laya.int8.per_channel": str(bool(per_channel)),
+                                        "laya.int8.reduce_range": str(bool(reduce_range)),
+                                        "laya.int8.quantized_on": features().best_isa})
+    onnx.save(model, dst)
     return dst
+
+
+def int8_settings(path: str) -> dict:
+    """The laya.int8.* metadata quantize_model wrote ({} for a graph it did not write)."""
+    import onnx
+
+    props = onnx.load(path, load_external_data=False).metadata_props
+    return {p.key[len("laya.int8."):]: p.value for p in props if p.key.startswith("laya.int8.")}
