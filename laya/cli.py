@@ -351,6 +351,24 @@ def demo(args: argparse.Namespace) -> int:
     return run(DEMO_TEXT, args)
 
 
+def precision_note(args: argparse.Namespace) -> str | None:
+    """The CPU precision when LAYA_CPU_AMP asks for a choice (unset: float32, the default, no note)."""
+    if not answering(args) or not os.environ.get("LAYA_CPU_AMP", "").strip():
+        return None
+    if (args.backend or "eager").strip().lower() not in ("eager", "auto", "compile"):
+        return None  # an exported graph's precision is the graph's
+    import warnings
+
+    from .device import describe, precision_policy, resolve_device
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the agent itself warns (device, emulated bf16) once
+        device = resolve_device(args.device)
+        if device.type != "cpu":
+            return None
+        return f"laya: {describe(precision_policy(device, {}), device)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("USE_TF", "0")
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -365,6 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     if message:
         print(message, file=sys.stderr)
         return 2
+    note = precision_note(args)
+    if note:
+        print(note, file=sys.stderr)
     try:
         if lines is not None:
             return run_batch(lines, args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -73,6 +73,7 @@ class Precision:
     dtype: torch.dtype
     amp_enabled: bool
     mps_amp_min_rows: int = MPS_AMP_MIN_ROWS_DEFAULT
+    reason: str = field(default="", compare=False)  # why this precision (shown by the CLI; CPU only)
 
     def dtype_for(self, device: torch.device, rows: int) -> torch.dtype:
         """The precision a call with `rows` rows actually runs in."""
@@ -102,6 +103,31 @@ def precision_policy(device: torch.device, cfg: dict) -> Precision:
         return Precision(torch.float16, True, mps_amp_min_rows())
     if device.type == "xpu":
         return Precision(torch.bfloat16, True)
-    if _named_half(os.environ.get("LAYA_CPU_AMP")) is torch.bfloat16:
-        return Precision(torch.bfloat16, True)
-    return Precision(torch.float32, False)
+    return cpu_precision(os.environ.get("LAYA_CPU_AMP"))
+
+
+def cpu_precision(setting: str | None) -> Precision:
+    """LAYA_CPU_AMP: unset (or anything else) fp32, the published default; "bf16"/"bfloat16" bf16
+    autocast; "auto" bf16 autocast only where the CPU multiplies bf16 natively (AMX or AVX-512 BF16)."""
+    from .cpu_features import features
+
+    cpu = features()
+    value = (setting or "").strip().lower()
+    if value == "auto":
+        if cpu.native_bf16:
+            return Precision(torch.bfloat16, True, reason=f"LAYA_CPU_AMP=auto, native bf16 ({cpu.best_isa})")
+        return Precision(torch.float32, False, reason=f"LAYA_CPU_AMP=auto, no native bf16 ({cpu.best_isa})")
+    if _named_half(value) is torch.bfloat16:
+        if not cpu.native_bf16:
+            warnings.warn(f"Warning: LAYA_CPU_AMP={setting} on a CPU without native bf16 ({cpu.best_isa}); "
+                          "bf16 is emulated there and usually slower than float32. Unset it (or use 'auto').",
+                          RuntimeWarning, stacklevel=4)
+        return Precision(torch.bfloat16, True, reason=f"LAYA_CPU_AMP={setting}")
+    return Precision(torch.float32, False, reason="default")
+
+
+def describe(precision: Precision, device: torch.device) -> str:
+    """One line for people: the dtype a request runs in on `device`, and why."""
+    name = str(precision.dtype).replace("torch.", "")
+    what = f"{name} autocast" if precision.amp_enabled else "float32"
+    return f"{device.type}: {what}" + (f" ({precision.reason})" if precision.reason else "")
