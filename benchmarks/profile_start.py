@@ -17,3 +17,5 @@ t_first = time.perf_counter() - t0
 pr.disable()
 print(f"import {t_import:.2f} s, agent ready {t_agent:.2f} s, first answer {t_first:.2f} s, backend {agent.backend}")
 s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats("cumulative").print_stats(45); print(s.getvalue()[:9000])
+s = io.StringIO(); st = pstats.Stats(pr, stream=s); st.sort_stats("cumulative").print_callers("_register_to_dispatcher|builtins.compile")
+print(s.getvalue()[:6000])

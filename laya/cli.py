@@ -7,6 +7,7 @@
     laya                                                 # interactive: one text per line (laya> prompt)
     laya demo                                            # the triage preset with the bundled laya-mini
     laya serve|train|eval ...                            # the HTTP server, laya-train, laya-evals
+    laya prebuild --model PATH [--backend tilelang|compile] [--cache-dir DIR]   # kernels for an image
 Exit codes: 0 success, 2 bad arguments or input, or a failure while loading or answering.
 """
 
@@ -315,7 +316,7 @@ def checked_inputs(args: argparse.Namespace, text: str) -> tuple[str | None, lis
 
 
 def subcommand(argv: list[str]) -> int | None:
-    """`laya serve|train|eval ...`: the other entry points, with the remaining arguments."""
+    """`laya serve|train|eval|prebuild ...`: the other entry points, with the remaining arguments."""
     head, rest = (argv[0], argv[1:]) if argv else (None, [])
     if head == "serve":
         from .serve import main as serve_main
@@ -327,6 +328,10 @@ def subcommand(argv: list[str]) -> int | None:
         return train_main(rest)
     if head == "eval":
         return evals_main()(rest)
+    if head == "prebuild":
+        from .prebuild import main as prebuild_main
+
+        return prebuild_main(rest)
     return None
 
 

@@ -34,6 +34,8 @@ path for tests on machines without a GPU, not a CPU backend (the scalar kernels 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import sys
 import threading
 import time
@@ -63,11 +65,25 @@ FEATURES_WIDTH = 64  # option columns the decision step's features kernel is bui
 DEFAULT_WARMUP_SHAPES = ((1, 64, 3), (1, 128, 3), (4, 128, 5))
 
 
+# Background kernel builds stop at interpreter exit after the class in flight: a compile thread still
+# running while the interpreter finalises aborts the process ("terminate called without an active exception").
+_BUILDERS: list = []
+_STOP_BUILDERS = threading.Event()
+
+
+@atexit.register
+def _stop_background_builds() -> None:
+    _STOP_BUILDERS.set()
+    for thread in _BUILDERS:
+        thread.join()
+
+
 class FastLaya:
     """``FastLaya(model)(input_ids, attention_mask, marker_pos, marker_mask, qtype) -> (logits, act_logits)``."""
 
     def __init__(self, model, max_len: int = 1024, use_graphs: bool = True, verbose: bool = False,
-                 dtype: torch.dtype = torch.bfloat16, *, cpu: bool = False, pad_id: int | None = None):
+                 dtype: torch.dtype = torch.bfloat16, *, cpu: bool = False, pad_id: int | None = None,
+                 background: bool | None = None):
         if cpu:
             dtype, use_graphs = torch.float32, False
         elif dtype not in (torch.bfloat16, torch.float16):
@@ -87,6 +103,7 @@ class FastLaya:
         if cpu != (self.device.type == "cpu"):
             raise ValueError(f"cpu={cpu} but the model is on {self.device}; move it or change cpu=")
         self.cpu, self.dtype, self.use_graphs, self.verbose = cpu, dtype, use_graphs, verbose
+        self.background = (not cpu) if background is None else background  # (CPU: tests of the mechanism)
         self.max_len = int(max_len)
         self.pad_id = int(config.pad_token_id if pad_id is None else pad_id)
         self.d = config.hidden_size
@@ -158,26 +175,77 @@ class FastLaya:
 
     def _build_kernels(self) -> None:
         """One kernel set per token-row class: ``self.sets[c][name]``, each GEMM with its split-K factor
-        (0: plain).  Classes whose tiles agree share one compiled kernel (the factories cache by arguments)."""
-        dt = "float32" if self.cpu else {torch.bfloat16: "bfloat16", torch.float16: "float16"}[self.dtype]
-        self.kernel_dtype = dt
-        windows = sorted({layer["window"] for layer in self.layers})
-        requests: dict[Any, tuple] = {}
-        splits: dict[Any, int] = {}
-        for c in range(len(M_CLASSES)):
-            self._gemm_requests(c, requests, splits)
-            self._row_requests(c, windows, requests, splits)
-        requests[("features", None)] = self._features_request(FEATURES_WIDTH)  # one for every class
-        for _, _, kwargs in requests.values():
-            kwargs["dtype"] = dt
+        (0: plain).  Classes whose tiles agree share one compiled kernel (the factories cache by arguments).
+        The classes the warm-up shapes need are built here; on CUDA (``background=True``) the others are
+        built by a background thread, smallest first, and a request whose class is not built yet builds it
+        (or waits for the thread's build of it) first: every class always runs its own kernels."""
+        self.kernel_dtype = "float32" if self.cpu else {torch.bfloat16: "bfloat16", torch.float16: "float16"}[self.dtype]
+        self._windows = sorted({layer["window"] for layer in self.layers})
+        n = len(M_CLASSES)
+        self.sets, self.splits, self.attn_bm = [None] * n, [None] * n, [None] * n
+        self._class_locks = [threading.Lock() for _ in range(n)]
+        first = sorted({m_class(rows * tokens) for rows, tokens, _ in DEFAULT_WARMUP_SHAPES})
         start = time.perf_counter()
-        kernels = self._compile(requests)
-        self.attn_bm = [self._varlen_bm(c, windows, requests, kernels) for c in range(len(M_CLASSES))]
+        self.features = {FEATURES_WIDTH: None}
+        self._build_classes(first if self.background else range(n),
+                            {("features", None): self._features_request(FEATURES_WIDTH)})
         self.compile_s = time.perf_counter() - start
-        self.sets = [{name: kernels[(name, c)] for name, cc in requests if cc == c} for c in range(len(M_CLASSES))]
-        self.features = {FEATURES_WIDTH: kernels[("features", None)]}
-        self.splits = [{name: splits[(name, c)] for name, cc in splits if cc == c} for c in range(len(M_CLASSES))]
-        self._log(f"compiled {len({id(k) for k in kernels.values()})} kernels in {self.compile_s:.1f} s")
+        self._builder = None
+        rest = [c for c in range(n) if self.sets[c] is None]
+        if rest:
+            self._builder = threading.Thread(target=self._build_rest, args=(rest,), name="laya-kernels", daemon=True)
+            _BUILDERS[:] = [t for t in _BUILDERS if t.is_alive()] + [self._builder]
+            self._builder.start()
+
+    def _build_rest(self, classes: list) -> None:
+        for c in classes:
+            if _STOP_BUILDERS.is_set():
+                return
+            try:
+                self._build_classes([c])
+            except Exception as e:  # noqa: BLE001 - the request that needs class c builds it, raising there
+                self._log(f"background build of class {c} failed ({type(e).__name__}: {e})")
+
+    def build_all(self) -> float:
+        """Build every class's kernels now (prebuild, benchmarks); returns the seconds it took."""
+        start = time.perf_counter()
+        self._build_classes([c for c in range(len(M_CLASSES)) if self.sets[c] is None])
+        return time.perf_counter() - start
+
+    @property
+    def built(self) -> bool:
+        return all(s is not None for s in self.sets)
+
+    def _ensure_class(self, c: int) -> None:
+        if self.sets[c] is None:
+            self._build_classes([c])
+
+    def _build_classes(self, classes, extra: dict | None = None) -> None:
+        """Compile the kernels of token-row `classes` in one parallel compile and publish each class's set."""
+        classes = sorted(classes)
+        with contextlib.ExitStack() as held:
+            for c in classes:  # always in ascending order: no two builders deadlock
+                held.enter_context(self._class_locks[c])
+            todo = [c for c in classes if self.sets[c] is None]
+            requests: dict[Any, tuple] = dict(extra or {})
+            splits: dict[Any, int] = {}
+            for c in todo:
+                self._gemm_requests(c, requests, splits)
+                self._row_requests(c, self._windows, requests, splits)
+            for _, _, kwargs in requests.values():
+                kwargs["dtype"] = self.kernel_dtype
+            if not requests:
+                return
+            start = time.perf_counter()
+            kernels = self._compile(requests)
+            if ("features", None) in kernels:
+                self.features[FEATURES_WIDTH] = kernels[("features", None)]
+            for c in todo:
+                self.attn_bm[c] = self._varlen_bm(c, self._windows, requests, kernels)
+                self.splits[c] = {name: splits[(name, cc)] for name, cc in splits if cc == c}
+                self.sets[c] = {name: kernels[(name, cc)] for name, cc in requests if cc == c}  # published last
+            self._log(f"classes {todo}: {len({id(k) for k in kernels.values()})} kernels in "
+                      f"{time.perf_counter() - start:.1f} s")
 
     def _tiles(self, kind: str, c: int) -> dict:
         """The table's tile of `kind` for class `c`; the CPU specialisation keeps the kernels' default tiles
@@ -315,6 +383,10 @@ class FastLaya:
         lens = mask.sum(1, dtype=np.int64)
         # a single row is always dense: its length does not choose the layout
         plan = self.plan(n, length, lens if n > 1 else None)
+        # like a features width, a class not built yet is built before the forward lock: a graph computes
+        # plan.tokens rows, an eager run only the request's own (_fill's extent)
+        for m in {plan.tokens, int(lens.sum()) if plan.packed else n * plan.length}:
+            self._ensure_class(m_class(m))
         self._features(k)  # a width not built yet compiles here, before the lock: other requests go on meanwhile
         with self._lock, torch.no_grad():
             slot = self._slot(plan)

@@ -12,7 +12,7 @@ Layout under the root (``LAYA_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/laya/kernel
 * ``<namespace>/<key>.json``  one entry: the request, the PrimFunc JSON and its sha256.  The namespace is a
   hash of everything that changes the binary besides the request: the kernel source, TileLang's version,
   the GPU architecture and CUDA version (or the C compiler flags and the CPU, for the CPU specialisation).
-* ``tilelang/``               TileLang's cache (``TILELANG_CACHE_DIR`` while laya compiles).
+* ``tilelang/``               TileLang's cache (laya sets ``TILELANG_CACHE_DIR`` to it when it compiles).
 
 Entries are written to a temporary file and renamed into place, so racing processes each publish a whole
 entry; one that does not parse, or whose PrimFunc does not match its hash, is removed and rebuilt.
@@ -25,14 +25,12 @@ import hashlib
 import json
 import os
 import platform
-import threading
 import uuid
 from typing import Any, Iterator
 
 ENV = "LAYA_KERNEL_CACHE"
 FORMAT = 1  # bump when the entry layout changes: older entries then live in another namespace
 _OFF = ("off", "0", "false", "no", "none")
-_ENV_LOCK = threading.Lock()  # TILELANG_CACHE_DIR is process-wide: one redirect at a time
 
 
 def default_root() -> str | None:
@@ -171,17 +169,10 @@ class KernelStore:
 
     @contextlib.contextmanager
     def tilelang_cache(self) -> Iterator[None]:
-        """TileLang's own disk cache under this root while laya compiles (process-wide, so serialised)."""
-        with _ENV_LOCK:
-            old = os.environ.get("TILELANG_CACHE_DIR")
-            os.environ["TILELANG_CACHE_DIR"] = os.path.join(self.root, "tilelang")
-            try:
-                yield
-            finally:
-                if old is None:
-                    os.environ.pop("TILELANG_CACHE_DIR", None)
-                else:
-                    os.environ["TILELANG_CACHE_DIR"] = old
+        """TileLang's own disk cache under this root for laya's compiles.  The variable is process-wide and
+        stays set (restoring it would race with compiles in other threads)."""
+        os.environ["TILELANG_CACHE_DIR"] = os.path.join(self.root, "tilelang")
+        yield
 
     def size_bytes(self) -> int:
         total = 0

@@ -260,3 +260,48 @@ def test_predict_through_fused_forward_matches_eager(tiny_checkpoint, fast):
     finally:
         del agent.model.forward
     assert_same(eager, fused, tol=2.01e-4)
+
+
+def test_background_builds_give_each_class_its_own_kernels(agent, fast):
+    # background=True builds the warm-up shapes' classes at once and the rest in a thread; a request of a
+    # class not built yet builds (or waits for) its own set first: the numbers are those of a full build
+    lazy = FastLaya(agent.model, max_len=MAX_LEN, cpu=True, pad_id=agent.tok.pad_token_id, background=True)
+    first = {m_class(r * t) for r, t, _ in fast_module.DEFAULT_WARMUP_SHAPES}
+    assert all(lazy.sets[c] is not None for c in first)
+    for lens in ([7], [200, 17], [13, 60, 33, 20, 50]):
+        batch = make_batch(lens, 3, seed=len(lens))
+        with torch.no_grad():
+            got, want = lazy(*batch), fast(*batch)
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+    lazy.build_all()
+    assert lazy.built and lazy.attn_bm == fast.attn_bm and lazy.splits == fast.splits
+    if lazy._builder is not None:
+        lazy._builder.join(timeout=60)
+
+
+def test_exit_while_a_background_build_runs_is_clean(tiny_checkpoint, fast):
+    # the interpreter exits while the thread still builds: it finishes the class in flight, builds no
+    # other, and the process exits 0 (a compile thread left running at finalisation aborts it on the GPU).
+    # The build is slowed down here; the kernels come from the store the `fast` fixture filled.
+    import os
+    import subprocess
+    import sys
+
+    script = ("import sys, threading, time, laya\n"
+              "from laya.fast import FastLaya\n"
+              "build = FastLaya._build_classes\n"
+              "def slow(self, classes, extra=None):\n"
+              "    if threading.current_thread().name == 'laya-kernels':\n"
+              "        time.sleep(1.0)\n"
+              "        print('background', list(classes), file=sys.stderr, flush=True)\n"
+              "    return build(self, classes, extra)\n"
+              "FastLaya._build_classes = slow\n"
+              "agent = laya.load(sys.argv[1], device='cpu')\n"
+              "fast = FastLaya(agent.model, max_len=256, cpu=True, background=True)\n"
+              "assert fast._builder.is_alive()\n"
+              "print('exiting', flush=True)\n")
+    out = subprocess.run([sys.executable, "-c", script, str(tiny_checkpoint)], capture_output=True, text=True,
+                         timeout=600, env=dict(os.environ, HF_HUB_OFFLINE="1"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "exiting" in out.stdout
+    assert out.stderr.count("background [") == 1, out.stderr[-3000:]

@@ -104,6 +104,7 @@ def test_graph_replay_equals_a_plain_run(tiny_checkpoint, fused):
 def test_every_kernel_waits_for_its_predecessor(fused):
     """Programmatic dependent launch is safe only if every TileLang kernel waits (griddepcontrol.wait)
     before it touches tensor memory: a kernel launched early that did not would read unfinished results."""
+    fused._fast.build_all()  # the classes a background thread may still be building
     kernel_sets = (*fused._fast.sets, fused._fast.features)  # the decision step's features kernels too
     kernels = {id(k): k for kernel_set in kernel_sets for k in kernel_set.values()}.values()
     for kernel in kernels:
@@ -225,3 +226,41 @@ def test_host_and_device_inputs_give_identical_outputs(fused):
     assert fused._backend.host_inputs
     for a, b in zip(host, device):
         assert torch.equal(a, b)
+
+
+def test_background_builds_match_a_full_build(tiny_checkpoint, fused):
+    full = fused._fast
+    full.build_all()
+    lazy = FastLaya(full.model, max_len=full.max_len, pad_id=full.pad_id, background=True)
+    for lens in ([7], [200, 17], [13, 60, 33, 20, 50], [250] * 6):
+        batch = make_batch(lens, 3, seed=len(lens))
+        got, want = lazy(*batch), full(*batch)
+        assert all(torch.equal(a, b) for a, b in zip(got, want)), lens
+    lazy.build_all()
+    assert lazy.built and lazy.attn_bm == full.attn_bm
+
+
+def test_a_warm_kernel_store_loads_every_kernel_and_answers_the_same(tiny_checkpoint, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import json, sys, laya\n"
+        "from laya import kernel_cache\n"
+        "agent = laya.load(sys.argv[1], device='cuda', backend='tilelang')\n"
+        "agent.backend_object.fast.build_all()\n"
+        "r = agent.predict('The invoice total is wrong again!', laya.triage_questions())\n"
+        "s = kernel_cache.active()\n"
+        "print(json.dumps({'r': r, 'hits': s.hits, 'misses': s.misses}, default=str))\n")
+    env = dict(os.environ, LAYA_KERNEL_CACHE=str(tmp_path / "kernels"), HF_HUB_OFFLINE="1")
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", script, str(tiny_checkpoint)], env=env, capture_output=True,
+                             text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-3000:]
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["misses"] > 0 and warm["misses"] == 0 and warm["hits"] == cold["misses"]
+    assert cold["r"] == warm["r"]

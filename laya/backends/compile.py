@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import warnings
 from typing import Any, Callable, Iterator
 
 import torch
@@ -102,6 +103,25 @@ def inductor_cache_dir() -> str:
     return os.path.join(base, "laya", "torchinductor")
 
 
+def load_prebuilt_artifacts(cache_dir: str) -> bool:
+    """Load the Inductor mega-cache `laya prebuild --backend compile` wrote into `cache_dir`, if any."""
+    from ..prebuild import ARTIFACTS_FILE
+
+    path = os.path.join(cache_dir, ARTIFACTS_FILE)
+    if not os.path.isfile(path) or not hasattr(torch.compiler, "load_cache_artifacts"):
+        return False
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        torch.compiler.load_cache_artifacts(data)
+    except Exception as e:  # noqa: BLE001 - a stale or foreign file: compile as without it
+        warnings.warn(f"laya: could not load the prebuilt compile artifacts {path} ({type(e).__name__}: {e}); "
+                      "compiling from scratch (run `laya prebuild --backend compile` again)", RuntimeWarning,
+                      stacklevel=2)
+        return False
+    return True
+
+
 def configure_inductor_cache() -> str:
     """Persistent FX-graph cache (default ~/.cache/laya/inductor); an existing setting wins."""
     chosen = os.environ.get(CACHE_DIR_ENV, "").strip() or os.path.expanduser(DEFAULT_CACHE_DIR)
@@ -146,6 +166,7 @@ class CompileBackend(Backend):
         if not hasattr(torch, "compile"):
             raise BackendUnavailable(f"torch {torch.__version__} has no torch.compile")
         self.cache_dir = configure_inductor_cache()
+        self.artifacts_loaded = load_prebuilt_artifacts(self.cache_dir)
         self.max_len = config_max_len(self.agent.cfg)
         kwargs = {} if self.mode == "default" else {"mode": self.mode}
         self.compiled = torch.compile(self._aligned_forward, dynamic=True, **kwargs)

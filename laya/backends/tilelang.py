@@ -16,10 +16,13 @@ class TileLangBackend(Backend):
     host_inputs = True  # FastLaya writes a request into pinned host buffers, one async copy each
     own_precision = True  # 16-bit kernels, and the decision step under FastLaya's own autocast
 
-    def __init__(self, agent: Any, use_graphs: bool = True, verbose: bool = False):
+    def __init__(self, agent: Any, use_graphs: bool = True, verbose: bool = False, kernel_cache: str | None = None,
+                 background: bool = True):
         super().__init__(agent)
         self.use_graphs = use_graphs
         self.verbose = verbose
+        self.kernel_cache = kernel_cache  # a directory for the persistent kernel store (laya.kernel_cache)
+        self.background = background  # build the kernels the warm-up shapes do not need in a background thread
         self._fast = None
 
     @property
@@ -44,8 +47,10 @@ class TileLangBackend(Backend):
             fast_module = importlib.import_module("laya.fast")
         except ImportError as e:
             raise BackendUnavailable(f"the fused forward (laya.fast) does not import: {e}") from None
-        options = dict(max_len=config_max_len(agent.cfg), use_graphs=self.use_graphs,
-                       verbose=self.verbose, dtype=agent.dtype, pad_id=agent.tok.pad_token_id)
+        if self.kernel_cache is not None:
+            importlib.import_module("laya.kernel_cache").use(self.kernel_cache)
+        options = dict(max_len=config_max_len(agent.cfg), use_graphs=self.use_graphs, verbose=self.verbose,
+                       dtype=agent.dtype, pad_id=agent.tok.pad_token_id, background=self.background)
         try:
             self._fast = fast_module.FastLaya(agent.model, **options)
         except ValueError as e:  # an encoder the kernels do not implement (biases, activation, sizes)

@@ -1,0 +1,150 @@
+"""Time from process start to the first answer, fresh interpreters, with an empty and a warm kernel store.
+
+    HF_HUB_OFFLINE=1 PYTHONPATH=$PWD python benchmarks/bench_cold_start.py [--shape large] [--runs 3]
+        [--checkpoint DIR] [--out PATH]
+
+tilelang cases (each process: `laya.Agent(path, device="cuda", backend="tilelang")` then one `predict` of
+the triage preset; the clock starts before the interpreter does):
+* ``store_empty``      an empty LAYA_KERNEL_CACHE (TileLang's cache inside it empty too): the first
+                       answer waits for the warm-up shapes' classes, the rest build in the background;
+* ``store_empty_sync`` the same, every class built before the first answer (the behaviour before the
+                       store: ``set_backend("tilelang", background=False)``);
+* ``store_warm``       the store from the runs above: kernels loaded, never traced or compiled;
+* ``tilelang_only``    LAYA_KERNEL_CACHE=off with TileLang's own cache warm (the behaviour before the store);
+* ``checkpoint_read``  `laya.Agent(path, device="cuda", backend="eager")` ready: imports, model build and
+                       weights read; ``first_answer_minus_eager_agent`` subtracts it (an upper bound on
+                       "excluding the checkpoint read": it removes the imports too).
+Medians over --runs processes (the empty cases: a fresh directory each).  JSON:
+benchmarks/results/cold_start_tilelang_<date>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from _env import bench_checkpoint, save_result  # noqa: E402
+
+TEXT = "I was charged twice for my order and nobody answers my emails, please refund me today"
+
+CHILD = r"""
+import json, os, sys, time
+t0 = float(sys.argv[1]); mode = sys.argv[2]; path = sys.argv[3]
+marks = {"interpreter": time.time() - t0}
+import laya
+marks["import_laya"] = time.time() - t0
+if mode == "sync":
+    agent = laya.Agent(path, device="cuda", backend="eager")
+    marks["checkpoint"] = time.time() - t0
+    agent.set_backend("tilelang", strict=True, background=False)
+elif mode == "read":
+    agent = laya.Agent(path, device="cuda", backend="eager")
+else:
+    agent = laya.Agent(path, device="cuda", backend="tilelang")
+marks["agent_ready"] = time.time() - t0
+result = agent.predict(sys.argv[4], laya.triage_questions())
+marks["first_answer"] = time.time() - t0
+from laya import kernel_cache
+store = kernel_cache.active()
+fast = getattr(getattr(agent, "backend_object", None), "fast", None)
+print("BENCH " + json.dumps({"marks": marks, "backend": getattr(agent, "backend", None),
+    "store": None if store is None else {"hits": store.hits, "misses": store.misses, "root": store.root},
+    "kernel_compile_s": getattr(fast, "compile_s", None),
+    "answer": {k: v.get("answer") if isinstance(v, dict) else None for k, v in result.items()}}))
+"""
+
+
+def child(mode: str, path: str, env: dict) -> dict:
+    start = time.time()
+    out = subprocess.run([sys.executable, "-c", CHILD, repr(start), mode, path, TEXT], env=env,
+                         capture_output=True, text=True, timeout=900)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("BENCH ")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"{mode} child failed (rc {out.returncode}): {out.stderr[-3000:]}")
+    rec = json.loads(lines[-1][6:])
+    rec["wall_s"] = round(time.time() - start, 3)
+    return rec
+
+
+def median_marks(records: list) -> dict:
+    keys = records[0]["marks"].keys()
+    return {k: round(statistics.median(r["marks"][k] for r in records), 3) for k in keys}
+
+
+def run_tilelang(path: str, runs: int, keep: str | None = None) -> dict:
+    base_env = dict(os.environ, HF_HUB_OFFLINE="1")
+    base_env.pop("TILELANG_CACHE_DIR", None)
+    cases: dict = {}
+    scratch = keep or tempfile.mkdtemp(prefix="laya-cold-")
+    try:
+        cases["checkpoint_read"] = [child("read", path, dict(base_env, LAYA_KERNEL_CACHE="off",
+                                                             TILELANG_CACHE_DIR=os.path.join(scratch, "tl0")))
+                                    for _ in range(runs)]
+        empty, sync = [], []
+        for i in range(runs):
+            empty.append(child("public", path, dict(base_env, LAYA_KERNEL_CACHE=os.path.join(scratch, f"e{i}"))))
+            sync.append(child("sync", path, dict(base_env, LAYA_KERNEL_CACHE=os.path.join(scratch, f"s{i}"))))
+        cases["store_empty"], cases["store_empty_sync"] = empty, sync
+        warm_root = os.path.join(scratch, f"s{runs - 1}")  # complete: every class was built there
+        cases["store_warm"] = [child("public", path, dict(base_env, LAYA_KERNEL_CACHE=warm_root))
+                               for _ in range(runs)]
+        cases["tilelang_only"] = [child("public", path, dict(base_env, LAYA_KERNEL_CACHE="off",
+                                                             TILELANG_CACHE_DIR=os.path.join(warm_root, "tilelang")))
+                                  for _ in range(runs)]
+        size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(warm_root) for f in fs)
+    finally:
+        if keep is None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    summary = {name: median_marks(recs) for name, recs in cases.items()}
+    read = summary["checkpoint_read"]["agent_ready"]
+    for name in ("store_empty", "store_empty_sync", "store_warm", "tilelang_only"):
+        summary[name]["first_answer_minus_eager_agent"] = round(summary[name]["first_answer"] - read, 3)
+    answers = {json.dumps(r["answer"], sort_keys=True) for name in cases if name != "checkpoint_read"
+               for r in cases[name]}
+    return {"cases": cases, "summary": summary, "store_size_mb": round(size / 2**20, 1),
+            "same_answers_in_every_case": len(answers) == 1,
+            "ratio_warm_vs_tilelang_only": round(summary["tilelang_only"]["first_answer"]
+                                                 / summary["store_warm"]["first_answer"], 2),
+            "ratio_empty_vs_empty_sync": round(summary["store_empty_sync"]["first_answer"]
+                                               / summary["store_empty"]["first_answer"], 2)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--shape", default="large")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--checkpoint", default=None)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--keep", default=None, help="keep the stores in this (new) directory instead of a temporary one")
+    args = ap.parse_args()
+    path = args.checkpoint or bench_checkpoint(args.shape)
+    import torch
+
+    record = {"benchmark": "benchmarks/bench_cold_start.py", "issue": 24, "date": dt.date.today().isoformat(),
+              "shape": args.shape, "runs": args.runs, "gpu": torch.cuda.get_device_name(0),
+              "targets": {"store_empty_first_answer_s_excluding_read": 15, "store_warm_first_answer_s_excluding_read": 3,
+                          "store_size_mb": 200},
+              **run_tilelang(path, args.runs, args.keep)}
+    out = save_result(record, f"cold_start_tilelang_{record['date']}.json", args.out)
+    print(f"{'case':<18}{'import':>8}{'ready':>8}{'first':>8}{'minus read':>11}")
+    for name, m in record["summary"].items():
+        print(f"{name:<18}{m['import_laya']:>8.2f}{m['agent_ready']:>8.2f}{m.get('first_answer', 0):>8.2f}"
+              f"{m.get('first_answer_minus_eager_agent', 0):>11.2f}")
+    print(f"store {record['store_size_mb']} MB; warm vs tilelang-only {record['ratio_warm_vs_tilelang_only']}x; "
+          f"empty vs empty-sync {record['ratio_empty_vs_empty_sync']}x; same answers {record['same_answers_in_every_case']}")
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
