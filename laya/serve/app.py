@@ -349,6 +349,8 @@ class Server:
         except (ValueError, TypeError) as e:
             raise library(e) from None
         except Exception:
+            if self.batcher.stopping:  # the worker stopped with this request still queued
+                raise fail("shutting_down") from None
             log.exception("laya serve: inference failed")
             raise fail("inference_failed") from None
         resumed = time.perf_counter()
@@ -471,6 +473,13 @@ class Server:
             status = e.status
             headers = e.headers if self.replica is None else {**(e.headers or {}), "X-Laya-Replica": self.replica}
             return JSONResponse({"detail": e.detail}, status_code=e.status, headers=headers)
+        except asyncio.CancelledError:
+            # uvicorn cancels the requests still running at the drain deadline (--shutdown-timeout): a 503 that
+            # says so, not its 500 and traceback (a client leaving never cancels: that is ClientDisconnect)
+            e = fail("shutting_down")
+            status = e.status
+            log.info("laya serve: %s: stopped at the shutdown drain deadline", route)
+            return JSONResponse({"detail": e.detail}, status_code=e.status, headers=e.headers)
         except ClientDisconnect:  # the client went away: nothing to answer, nothing went wrong here
             status = CLIENT_CLOSED
             log.info("laya serve: %s: the client closed the connection before its answer was ready", route)

@@ -94,6 +94,10 @@ class Batcher:
             self._queued_rows = 0
 
     @property
+    def stopping(self) -> bool:
+        return self._stop
+
+    @property
     def queued_rows(self) -> int:
         return self._queued_rows
 

@@ -68,12 +68,16 @@ ERRORS: dict[str, tuple[int, str, dict]] = {
                               "description", {}),
     "non_finite": (422, "question '{qid}': {what} holds a non-finite number (NaN or Infinity, or a literal past "
                         "1.8e308); the model would read it as text 'Infinity': send it as a string", {}),
+    "question_unknown_keys": (422, "question '{qid}': unknown key(s) {names} in its definition; a question takes "
+                                   "{allowed} (a misspelt key would be ignored)", {}),
     "tournament_labels": (422, "question '{qid}': a choice is narrowed by elimination once a request has one over "
                                "100 options, and that needs every label to be a string", {}),
     "library": (422, "{detail}", {}),
     # 5xx
     "inference_failed": (500, "inference failed", {}),
     "busy": (503, "server busy, try again later", RETRY),
+    "shutting_down": (503, "the server is shutting down and stopped this request at its drain deadline; send it "
+                           "again (to another replica, or once the server is back)", RETRY),
 }
 
 

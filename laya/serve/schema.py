@@ -274,6 +274,18 @@ def _non_finite(questions: dict) -> None:
                 raise fail("non_finite", qid=qid, what=what)
 
 
+QUESTION_KEYS = ("type", "instructions", "criteria", "labels", "option_order")  # what check_question reads
+
+
+def _unknown_question_keys(questions: dict) -> None:
+    """422 for a key no question definition has (a typo such as 'lables' would otherwise be ignored)."""
+    for qid, definition in questions.items():
+        unknown = [k for k in definition if k not in QUESTION_KEYS]
+        if unknown:
+            raise fail("question_unknown_keys", qid=qid, names=", ".join(map(repr, unknown)),
+                       allowed=", ".join(map(repr, QUESTION_KEYS)))
+
+
 def _validated(questions: dict) -> tuple[list[Question] | None, int, str]:
     key = json.dumps(questions, ensure_ascii=False)
     n = _VALIDATED.get(key)
@@ -285,6 +297,7 @@ def _validated(questions: dict) -> tuple[list[Question] | None, int, str]:
         qs = check_questions(questions)
     except (ValueError, TypeError) as e:
         raise library(e) from None
+    _unknown_question_keys(questions)  # after the library's own checks: their published texts come first
     if len(key) <= _VALIDATED_MAX_CHARS:
         if len(_VALIDATED) >= _VALIDATED_MAX:
             _VALIDATED.clear()
