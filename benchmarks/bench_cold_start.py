@@ -14,6 +14,8 @@ the triage preset; the clock starts before the interpreter does):
 * ``checkpoint_read``  `laya.Agent(path, device="cuda", backend="eager")` ready: imports, model build and
                        weights read; ``first_answer_minus_eager_agent`` subtracts it (an upper bound on
                        "excluding the checkpoint read": it removes the imports too).
+* ``phases_store_warm`` imports one by one, the eager agent, FastLaya built from the warm store, its
+                       warm-up (graph captures): where a warm start's seconds go.
 Medians over --runs processes (the empty cases: a fresh directory each).  JSON:
 benchmarks/results/cold_start_tilelang_<date>.json.
 """
@@ -37,6 +39,25 @@ sys.path.insert(0, HERE)
 from _env import bench_checkpoint, save_result  # noqa: E402
 
 TEXT = "I was charged twice for my order and nobody answers my emails, please refund me today"
+
+PHASES = r"""
+import json, sys, time
+t0 = float(sys.argv[1]); path = sys.argv[2]
+marks = {"interpreter": time.time() - t0}
+for name in ("torch", "transformers", "laya", "tilelang", "laya.fast"):
+    __import__(name)
+    marks["import_" + name] = time.time() - t0
+import laya, torch
+from laya.fast import FastLaya
+from laya.sequence import config_max_len
+agent = laya.Agent(path, device="cuda", backend="eager")
+marks["eager_agent"] = time.time() - t0
+fast = FastLaya(agent.model, max_len=config_max_len(agent.cfg), dtype=agent.dtype, pad_id=agent.tok.pad_token_id)
+marks["fastlaya_built"] = time.time() - t0
+fast.warmup()
+marks["fastlaya_warmup"] = time.time() - t0
+print("BENCH " + json.dumps({"marks": marks, "kernel_compile_s": fast.compile_s, "captures": fast.captures}))
+"""
 
 CHILD = r"""
 import json, os, sys, time
@@ -67,7 +88,8 @@ print("BENCH " + json.dumps({"marks": marks, "backend": getattr(agent, "backend"
 
 def child(mode: str, path: str, env: dict) -> dict:
     start = time.time()
-    out = subprocess.run([sys.executable, "-c", CHILD, repr(start), mode, path, TEXT], env=env,
+    argv = [PHASES, repr(start), path] if mode == "phases" else [CHILD, repr(start), mode, path, TEXT]
+    out = subprocess.run([sys.executable, "-c", *argv], env=env,
                          capture_output=True, text=True, timeout=900)
     lines = [line for line in out.stdout.splitlines() if line.startswith("BENCH ")]
     if out.returncode != 0 or not lines:
@@ -102,6 +124,8 @@ def run_tilelang(path: str, runs: int, keep: str | None = None) -> dict:
         cases["tilelang_only"] = [child("public", path, dict(base_env, LAYA_KERNEL_CACHE="off",
                                                              TILELANG_CACHE_DIR=os.path.join(warm_root, "tilelang")))
                                   for _ in range(runs)]
+        cases["phases_store_warm"] = [child("phases", path, dict(base_env, LAYA_KERNEL_CACHE=warm_root))
+                                      for _ in range(runs)]
         size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(warm_root) for f in fs)
     finally:
         if keep is None:
@@ -110,7 +134,8 @@ def run_tilelang(path: str, runs: int, keep: str | None = None) -> dict:
     read = summary["checkpoint_read"]["agent_ready"]
     for name in ("store_empty", "store_empty_sync", "store_warm", "tilelang_only"):
         summary[name]["first_answer_minus_eager_agent"] = round(summary[name]["first_answer"] - read, 3)
-    answers = {json.dumps(r["answer"], sort_keys=True) for name in cases if name != "checkpoint_read"
+    answers = {json.dumps(r["answer"], sort_keys=True) for name in cases if "answer" in cases[name][0]
+               and name != "checkpoint_read"
                for r in cases[name]}
     return {"cases": cases, "summary": summary, "store_size_mb": round(size / 2**20, 1),
             "same_answers_in_every_case": len(answers) == 1,
@@ -132,13 +157,17 @@ def main() -> None:
     import torch
 
     record = {"benchmark": "benchmarks/bench_cold_start.py", "issue": 24, "date": dt.date.today().isoformat(),
-              "shape": args.shape, "runs": args.runs, "gpu": torch.cuda.get_device_name(0),
+              "shape": args.shape, "runs": args.runs,
+              "pythonpycacheprefix": os.environ.get("PYTHONPYCACHEPREFIX"), "gpu": torch.cuda.get_device_name(0),
               "targets": {"store_empty_first_answer_s_excluding_read": 15, "store_warm_first_answer_s_excluding_read": 3,
                           "store_size_mb": 200},
               **run_tilelang(path, args.runs, args.keep)}
     out = save_result(record, f"cold_start_tilelang_{record['date']}.json", args.out)
     print(f"{'case':<18}{'import':>8}{'ready':>8}{'first':>8}{'minus read':>11}")
     for name, m in record["summary"].items():
+        if "agent_ready" not in m:
+            print(name, {k: round(v, 2) for k, v in m.items()})
+            continue
         print(f"{name:<18}{m['import_laya']:>8.2f}{m['agent_ready']:>8.2f}{m.get('first_answer', 0):>8.2f}"
               f"{m.get('first_answer_minus_eager_agent', 0):>11.2f}")
     print(f"store {record['store_size_mb']} MB; warm vs tilelang-only {record['ratio_warm_vs_tilelang_only']}x; "

@@ -104,6 +104,17 @@ def request_key(factory: str, arguments: tuple, pass_configs: dict | None = None
     return _sha256(text.encode())[:40]
 
 
+def _load_json(text: str):
+    """TVM's JSON loader without tvm.ir.load_json's re-indenting pass (10x slower on a kernel's PrimFunc)."""
+    try:
+        from tvm.runtime import _ffi_node_api
+    except ImportError:
+        import tvm
+
+        return tvm.ir.load_json(text)
+    return _ffi_node_api.LoadJSON(text)
+
+
 class KernelStore:
     """Traced PrimFuncs on disk, one namespace per environment stamp (see the module docstring)."""
 
@@ -141,7 +152,7 @@ class KernelStore:
             prim_json = entry["prim"]
             if entry.get("key") != key or _sha256(prim_json.encode()) != entry["prim_sha256"]:
                 raise ValueError("the entry does not match its key or hash")
-            prim = tvm.ir.load_json(prim_json)
+            prim = _load_json(prim_json)
         except Exception:  # noqa: BLE001 - any unreadable entry is rebuilt, never trusted
             with contextlib.suppress(OSError):
                 os.remove(path)
