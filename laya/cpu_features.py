@@ -2,14 +2,15 @@
 
 The CPU paths pick their precision and thread count from this (ONNX Runtime session set-up,
 benchmarks/bench_cpu.py), and record it, so a number measured on an AMX box is never read as one
-from an AVX2 box. Linux reads /proc/cpuinfo and /sys; elsewhere torch's capability string is the
-only source (and the flags it cannot tell are reported False).
+from an AVX2 box. Linux reads /proc/cpuinfo; elsewhere torch's capability string (when torch is
+loaded) is the only source, and the flags it cannot tell are reported False.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
 from dataclasses import asdict, dataclass
 
 # /proc/cpuinfo flag -> field name; the kernel spells some with underscores, some without.
@@ -89,6 +90,9 @@ def _affinity() -> set[int] | None:
 
 
 def _torch_capability() -> str | None:
+    """torch's dispatch level, only when torch is already loaded: the ONNX path must not import it."""
+    if "torch" not in sys.modules:
+        return None
     try:
         import torch
 

@@ -1,7 +1,7 @@
 """Export a laya checkpoint to an ONNX graph for ONNXAgent / laya.load(..., backend="onnx").
 
     python scripts/export_onnx.py --model PATH --output laya.onnx [--quantize] [--opset N]
-        [--exporter dynamo|legacy] [--subfolder S] [--no-verify]
+        [--exporter dynamo|legacy] [--subfolder S] [--no-verify] [--no-fuse]
 
 Loads the checkpoint with the torch Agent on the CPU in fp32, exports it with dynamic batch, sequence
 and marker axes, and verifies the graph against eager at batches 1, 2 and 3 (other widths and marker
@@ -30,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exporter", default="dynamo", choices=("dynamo", "legacy"))
     parser.add_argument("--quantize", action="store_true", help="also write and verify an INT8 copy")
     parser.add_argument("--no-verify", action="store_true", help="skip the graph-vs-eager check")
+    parser.add_argument("--no-fuse", action="store_true",
+                        help="keep ModernBERT attention as the exporter wrote it (default: fused into ORT's "
+                        "RotaryEmbedding + MultiHeadAttention where it matches)")
     args = parser.parse_args(argv)
 
     import laya
@@ -37,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
 
     agent = laya.load(args.model, device="cpu", subfolder=args.subfolder, revision=args.revision)
     started = time.perf_counter()
-    export.export_module(agent.model, args.output, opset=args.opset, exporter=args.exporter)
+    export.export_module(agent.model, args.output, opset=args.opset, exporter=args.exporter,
+                         fuse=not args.no_fuse and "auto")
     print(f"wrote {args.output} ({os.path.getsize(args.output) / 1e6:.1f} MB, {args.exporter} exporter, "
           f"{time.perf_counter() - started:.1f} s)")
     outputs = [(args.output, export.FP32_PROB_ATOL, export.FP32_LOGITS_ATOL)]
