@@ -19,7 +19,8 @@ one), or on the bundled laya-mini (`--shapes laya-mini`). Two kinds of cell:
 
 One request = 1 state x 3 questions (choice, score, noul), so decisions/s = 3 x requests/s. Each cell's
 `stages_ms` gives p50/p99/mean of the server's stages per answered request (its Server-Timing header: http, queue,
-prep, forward, decode, wakeup, total) and `outside`, the client latency less the server's total. Mean states per
+prep, forward, decode, wakeup, total), `outside` (the client latency less the server's total) and `tail`, each
+stage's mean over the slowest 1% of requests: where the p99 goes. Mean states per
 forward comes from the server's own /metrics, the backend actually installed from its /health. The JSON (--out,
 default benchmarks/results/serve_<device>_<date>.json) records the GPU (nvidia-smi), CPU, versions, date, the
 checkpoint shapes, every server and cell, and is rewritten after every cell, so a run cut short keeps what it
@@ -305,24 +306,30 @@ TIMING = re.compile(r"(\w+);dur=([0-9.]+)")
 
 def stage_breakdown(latencies: list[float], timings: list[str | None]) -> dict:
     """p50/p99/mean (ms) of each server stage over the answered requests, plus `outside`: the client's latency
-    less the server's own total (loopback, uvicorn's parsing before the route, the generator's lag)."""
-    per: dict[str, list[float]] = {name: [] for name in (*STAGES, "total", "outside")}
+    less the server's own total (loopback, uvicorn's parsing before the route, the generator's lag). `tail` is
+    where the slowest 1% went: each stage's mean over the requests at or past the p99 latency."""
+    names = (*STAGES, "total", "outside")
+    rows = []  # (latency ms, {stage: ms}) of each answered request with a Server-Timing header
     for latency, header in zip(latencies, timings):
-        if not header:
-            continue
-        t = {k: float(v) for k, v in TIMING.findall(header)}
-        for name in (*STAGES, "total"):
-            if name in t:
-                per[name].append(t[name])
-        if "total" in t:
-            per["outside"].append(max(0.0, latency * 1000.0 - t["total"]))
+        if header:
+            t = {k: float(v) for k, v in TIMING.findall(header)}
+            if "total" in t:
+                t["outside"] = max(0.0, latency * 1000.0 - t["total"])
+            rows.append((latency * 1000.0, t))
+    if not rows:
+        return {}
 
     def stats(values: list[float]) -> dict:
         v = sorted(values)
         return {"p50": round(v[int(0.50 * len(v))], 3), "p99": round(v[min(len(v) - 1, int(0.99 * len(v)))], 3),
                 "mean": round(statistics.mean(v), 3)}
 
-    return {name: stats(values) for name, values in per.items() if values}
+    out = {name: stats([t[name] for _, t in rows if name in t]) for name in names if any(name in t for _, t in rows)}
+    cut = sorted(ms for ms, _ in rows)[min(len(rows) - 1, int(0.99 * len(rows)))]
+    tail = [t for ms, t in rows if ms >= cut]
+    out["tail"] = {"requests": len(tail), "latency_ms_from": round(cut, 3),
+                   **{name: round(statistics.mean(t.get(name, 0.0) for t in tail), 3) for name in names}}
+    return out
 
 
 def summary(latencies: list[float], sent: int, errors: int, wall: float, timings: list | None = None) -> dict:
@@ -552,8 +559,12 @@ def run_server(run: Run, shape: str, checkpoint: str, backend: str, batching: bo
                   f"{cell['decisions_per_s']:9.1f} dec/s  p50 {cell['p50_ms']} ms  p99 {cell['p99_ms']} ms  "
                   f"errors {cell['errors']}  states/forward {cell['mean_states_per_forward']}", flush=True)
             if cell["stages_ms"]:
-                print("      p50/p99 ms by stage: " + "  ".join(f"{k} {v['p50']}/{v['p99']}"
-                                                             for k, v in cell["stages_ms"].items()), flush=True)
+                stages = {k: v for k, v in cell["stages_ms"].items() if k != "tail"}
+                tail = cell["stages_ms"]["tail"]
+                print("      p50/p99 ms by stage: " + "  ".join(f"{k} {v['p50']}/{v['p99']}" for k, v in stages.items()),
+                      flush=True)
+                print(f"      slowest 1% ({tail['requests']} from {tail['latency_ms_from']} ms), mean ms: "
+                      + "  ".join(f"{k} {tail[k]}" for k in (*STAGES, "outside")), flush=True)
     finally:
         stop_server(proc)
 
