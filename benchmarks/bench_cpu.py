@@ -1,7 +1,7 @@
 """The CPU paths end to end through `predict`: fp32 eager (baseline) vs eager bf16 autocast, ONNX fp32, ONNX INT8.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_cpu.py [--shapes tiny,base] [--exporter dynamo|legacy]
-        [--no-int8] [--int8-per-tensor] [--no-bf16] [--checkpoint-dir DIR] [--out PATH] [--wait-quiet S]
+        [--no-int8] [--int8-per-tensor] [--no-bf16] [--unfused] [--checkpoint-dir DIR] [--out PATH] [--wait-quiet S]
         [--rounds-scale F] [--threads N]
 
 Cases: 1 state x 3 questions (`predict`) and 16 states x 3 questions (`predict_batch`), on the `tiny`
@@ -26,6 +26,7 @@ import argparse
 import datetime as dt
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -100,8 +101,15 @@ def wait_quiet(limit_s: float, threshold: float = 0.7) -> float | None:
     return load1()
 
 
-def prepare(shape: str, root: str, exporter: str, int8: bool, per_tensor: bool = False) -> dict:
-    """Checkpoint + graphs for one shape (reused when already in `root`)."""
+def has_fused_attention(path: str) -> bool:
+    import onnx
+
+    return any(n.op_type == "MultiHeadAttention" for n in onnx.load(path, load_external_data=False).graph.node)
+
+
+def prepare(shape: str, root: str, exporter: str, int8: bool, per_tensor: bool = False, unfused: bool = False) -> dict:
+    """Checkpoint + graphs for one shape (reused when already in `root`): laya.onnx as export_module
+    writes it (attention fused), its INT8 copies, and with `unfused` the exporter's own graph too."""
     import laya
     from laya.export import onnx as export
     from make_checkpoint import make_checkpoint
@@ -112,22 +120,31 @@ def prepare(shape: str, root: str, exporter: str, int8: bool, per_tensor: bool =
         started = time.perf_counter()
         make_checkpoint(ckpt, shape, "wordpiece", seed=0)
         info["build_checkpoint_s"] = time.perf_counter() - started
-    graph = os.path.join(root, f"{shape}-{exporter}", "laya.onnx")
-    if not os.path.isfile(graph):
+    folder = os.path.join(root, f"{shape}-{exporter}")
+    graph, plain = os.path.join(folder, "laya.onnx"), os.path.join(folder, "laya.unfused.onnx")
+    if not os.path.isfile(graph) or (unfused and not os.path.isfile(plain)):
         eager = laya.load(ckpt, device="cpu")
         started = time.perf_counter()
-        export.export_module(eager.model, graph, exporter=exporter)
+        if not os.path.isfile(plain):
+            export.export_module(eager.model, plain, exporter=exporter, fuse=False)
+        if not os.path.isfile(graph) and not export.fuse_graph(eager.model, plain, graph):
+            shutil.copyfile(plain, graph)  # what export_module gives where fusion does not apply
         info["export_s"] = time.perf_counter() - started
         del eager
     info["graphs"] = {"onnx_fp32": graph}
+    info["attention_fused"] = {"onnx_fp32": has_fused_attention(graph)}
+    if unfused:
+        info["graphs"]["onnx_fp32_unfused"] = plain
     if int8:
-        variants = {"onnx_int8": (export.int8_output_path(graph), True)}
+        variants = {"onnx_int8": (graph, export.int8_output_path(graph), True)}
+        if unfused:
+            variants["onnx_int8_unfused"] = (plain, export.int8_output_path(plain), True)
         if per_tensor:
-            variants["onnx_int8_per_tensor"] = (graph.replace(".onnx", ".int8pt.onnx"), False)
-        for name, (q, per_channel) in variants.items():
+            variants["onnx_int8_per_tensor"] = (graph, graph.replace(".onnx", ".int8pt.onnx"), False)
+        for name, (src, q, per_channel) in variants.items():
             if not os.path.isfile(q) or export.int8_settings(q).get("per_channel") != str(per_channel):
                 started = time.perf_counter()
-                export.quantize_model(graph, q, per_channel=per_channel)
+                export.quantize_model(src, q, per_channel=per_channel)
                 info.setdefault("quantize_s", {})[name] = time.perf_counter() - started
             info["graphs"][name] = q
             info.setdefault("int8_settings", {})[name] = export.int8_settings(q)
@@ -213,7 +230,7 @@ def bench_shape(shape: str, root: str, args: argparse.Namespace) -> dict:
     from laya.device import describe
     from laya.onnx_agent import ONNXAgent
 
-    info = prepare(shape, root, args.exporter, not args.no_int8, args.int8_per_tensor)
+    info = prepare(shape, root, args.exporter, not args.no_int8, args.int8_per_tensor, args.unfused)
     import torch
 
     threads = torch.get_num_threads()  # the same thread count for both runtimes
@@ -259,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-int8", action="store_true")
     parser.add_argument("--int8-per-tensor", action="store_true", help="also time an INT8 graph with per-tensor scales")
     parser.add_argument("--no-bf16", action="store_true", help="skip the eager bf16 autocast runner")
+    parser.add_argument("--unfused", action="store_true",
+                        help="also time the graphs without the attention fusion (fp32 and INT8)")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads for both torch and ORT (default: usable cores); 1 is far less sensitive to "
                              "other load on a small machine")

@@ -134,22 +134,33 @@ def export_module(model: torch.nn.Module, path: str, opset: int | None = None, e
 
 def _fuse_in_place(model: torch.nn.Module, path: str, strict: bool) -> None:
     """Replace the graph at `path` by its attention-fused form when both agree on example inputs."""
-    from .onnx_fuse import FusionError, fuse_attention  # noqa: F401 (FusionError: what the rewrite raises)
-
     fused = f"{path}.fused.tmp"
     try:
-        fuse_attention(path, fused, model.encoder.config)
-        worst = _graphs_differ(model, path, fused)
-        if worst > FP32_LOGITS_ATOL:
-            raise FusionError(f"the fused graph differs from the unfused one by {worst:.3g} > {FP32_LOGITS_ATOL:g}")
-        os.replace(fused, path)
-    except Exception as e:  # noqa: BLE001 - a pattern this rewrite does not know, or ORT refusing the result
-        if strict:
-            raise ExportMismatch(f"{path}: attention fusion failed: {e}") from e
-        warnings.warn(f"laya ONNX: kept the unfused graph ({e})", RuntimeWarning, stacklevel=3)
+        if fuse_graph(model, path, fused, strict=strict):
+            os.replace(fused, path)
     finally:
         if os.path.exists(fused):
             os.remove(fused)
+
+
+def fuse_graph(model: torch.nn.Module, src: str, dst: str, strict: bool = False) -> bool:
+    """Write the attention-fused form of the graph `src` (of `model`) to `dst`; True when it was written
+    and matches `src` at the fp32 tolerance. strict: raise ExportMismatch instead of warning."""
+    from .onnx_fuse import fuse_attention
+
+    try:
+        fuse_attention(src, dst, model.encoder.config)
+        worst = _graphs_differ(model, src, dst)
+        if worst > FP32_LOGITS_ATOL:
+            raise ExportMismatch(f"the fused graph differs from the unfused one by {worst:.3g} > {FP32_LOGITS_ATOL:g}")
+        return True
+    except Exception as e:  # noqa: BLE001 - a pattern this rewrite does not know, or ORT refusing the result
+        if os.path.exists(dst):
+            os.remove(dst)
+        if strict:
+            raise ExportMismatch(f"{src}: attention fusion failed: {e}") from e
+        warnings.warn(f"laya ONNX: kept the unfused graph ({e})", RuntimeWarning, stacklevel=3)
+        return False
 
 
 def _graphs_differ(model: torch.nn.Module, a: str, b: str) -> float:
