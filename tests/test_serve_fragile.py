@@ -170,3 +170,16 @@ def _up(base: str) -> bool:
             return r.status == 200
     except OSError:
         return False
+
+
+def test_the_cpu_default_pass_is_64_rows_and_an_explicit_one_is_kept(served, tiny_checkpoint):
+    from laya.serve.config import CPU_BATCH_ROWS, GPU_BATCH_ROWS
+
+    _, server = served  # device cpu, --max-batch-rows not given
+    assert ServeConfig().max_batch_rows is None and server.batcher.max_rows == CPU_BATCH_ROWS == 64
+    assert GPU_BATCH_ROWS == 256
+    cfg = ServeConfig(device="cpu", extra_models={"tiny": tiny_checkpoint}, default_model="tiny", models=("tiny",),
+                      max_batch_rows=256)
+    app = create_app(cfg=cfg)
+    with TestClient(app):
+        assert app.state.server.batcher.max_rows == 256

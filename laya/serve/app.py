@@ -32,7 +32,8 @@ from . import injected
 from .auth import bearer_ok
 from .batcher import Batcher, Item
 from .body import may_hold_surrogate, parse_json
-from .config import MAIN_ONLY, ROUTER_ONLY, ServeConfig, SettingError, from_env, request_settings
+from .config import (CPU_BATCH_ROWS, GPU_BATCH_ROWS, MAIN_ONLY, ROUTER_ONLY, ServeConfig, SettingError, from_env,
+                     request_settings)
 from .errors import CLIENT_CLOSED, ApiError, fail, library
 from .gc_policy import GC_THRESHOLD, FrozenHeap  # noqa: F401 - GC_THRESHOLD re-exported
 from .health import PublicRepo, description, health, known_names, missing_local_sources, resident_names
@@ -112,7 +113,8 @@ class Server:
         self.metrics = Metrics()
         self.stage_metrics = [self.metrics.child(self.metrics.stages, stage) for stage in STAGES]
         self.replica: str | None = None  # set on a Ray replica: each answer names it in X-Laya-Replica
-        self.batcher = Batcher(self._infer, window_ms=cfg.batch_window_ms, max_rows=cfg.max_batch_rows,
+        rows = cfg.max_batch_rows or GPU_BATCH_ROWS  # unset: start() picks the device's default
+        self.batcher = Batcher(self._infer, window_ms=cfg.batch_window_ms, max_rows=rows,
                                max_batch_tokens=cfg.max_batch_tokens, batching=cfg.batching,
                                on_forward=self._on_forward)
         self.heap = FrozenHeap(cfg.gc_freeze)
@@ -158,8 +160,20 @@ class Server:
         if self.custom_only and self.auto_default != self.router.default:
             log.info("laya serve: serving %s only; requests without 'model' go to %r", ", ".join(self.served),
                      self.auto_default)
+        if self.cfg.max_batch_rows is None:
+            self.batcher.max_rows = CPU_BATCH_ROWS if self.on_cpu() else GPU_BATCH_ROWS
         self.heap.settle(self.router.loaded)
         self.batcher.start()
+
+    def on_cpu(self) -> bool:
+        """Whether the served checkpoints run on the CPU: the resident ones' devices, else the device setting."""
+        from ..mcp.device import agent_device, resolve_device
+
+        agents = self.router.agents() if callable(getattr(self.router, "agents", None)) else {}
+        devices = {agent_device(a) for a in agents.values()} - {None}
+        if not devices:
+            devices = {str(resolve_device(self.cfg.device)).split(":")[0]}
+        return devices == {"cpu"}
 
     def stop(self) -> None:
         self.batcher.stop()
