@@ -561,8 +561,8 @@ def run_server(run: Run, shape: str, checkpoint: str, backend: str, batching: bo
             if cell["stages_ms"]:
                 stages = {k: v for k, v in cell["stages_ms"].items() if k != "tail"}
                 tail = cell["stages_ms"]["tail"]
-                print("      p50/p99 ms by stage: " + "  ".join(f"{k} {v['p50']}/{v['p99']}" for k, v in stages.items()),
-                      flush=True)
+                print("      p50/p99 ms by stage: "
+                      + "  ".join(f"{k} {v['p50']}/{v['p99']}" for k, v in stages.items()), flush=True)
                 print(f"      slowest 1% ({tail['requests']} from {tail['latency_ms_from']} ms), mean ms: "
                       + "  ".join(f"{k} {tail[k]}" for k in (*STAGES, "outside")), flush=True)
     finally:

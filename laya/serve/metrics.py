@@ -108,9 +108,10 @@ class Metrics:
         self.inference = self._make("histogram", "laya_inference_seconds", "time of one batched predict call", (),
                                     LATENCY_BUCKETS)
         self.stages = self._make("histogram", "laya_request_stage_seconds",
-                                 "answered requests' time by stage: http (body read, JSON, validation, routing, reply "
-                                 "rendering), queue (waiting for a forward), prep (tokenise, collate), forward, decode, "
-                                 "wakeup (answer ready until its request runs again)", ("stage",), STAGE_BUCKETS)
+                                 "answered requests' time by stage: http (body read, JSON, validation, routing, "
+                                 "reply rendering), queue (waiting for a forward), prep (tokenise, collate), "
+                                 "forward, decode, wakeup (answer ready until its request runs again)", ("stage",),
+                                 STAGE_BUCKETS)
         self.queue_rows = self._make("gauge", "laya_queue_rows", "question rows waiting for the inference worker", ())
         self.inflight = self._make("gauge", "laya_inflight_requests", "requests admitted and not yet answered", ())
         self.tokens = self._make("counter", "laya_input_tokens", "input tokens run through the encoder", ("model",))
