@@ -134,8 +134,9 @@ class ONNXAgent(Predictor):
         self.close()
 
     def close(self) -> None:
-        """Drop the ONNX Runtime session (its memory goes with it)."""
+        """Drop the ONNX Runtime session (its memory goes with it: the backend held a second reference)."""
         self.session = None
+        self.forward_backend.session = None
 
     def __repr__(self) -> str:
         return f"ONNXAgent(model_id={self.model_id!r}, onnx_path={self.onnx_path!r}, providers={self.providers})"

@@ -44,3 +44,18 @@ def test_int8_runs_through_the_agent(tiny_checkpoint, int8_graphs, agent):
     ref = agent.predict("the parcel never arrived", questions)["answers"]["q"]["probabilities"]
     assert set(got) == set(ref) and abs(sum(got.values()) - 1.0) < 1e-3  # (rounded to 4 places)
     assert got != ref  # quantised weights do move the answer a little (a fp32 graph by mistake would not)
+
+
+def test_close_releases_the_session(tiny_checkpoint, int8_graphs):
+    import gc
+    import weakref
+
+    from laya.onnx_agent import ONNXAgent
+
+    agent = ONNXAgent(tiny_checkpoint, onnx_path=int8_graphs["pc"], threads=1)
+    ref = weakref.ref(agent.session)
+    agent.close()
+    gc.collect()
+    assert ref() is None  # a second reference kept every closed graph's weights and arena alive
+    with pytest.raises(RuntimeError, match="closed"):
+        agent.predict("hello", {"q": {"type": "noul", "instructions": "Is it?"}})
