@@ -184,13 +184,13 @@ class FastLaya:
         n = len(M_CLASSES)
         self.sets, self.splits, self.attn_bm = [None] * n, [None] * n, [None] * n
         self._class_locks = [threading.Lock() for _ in range(n)]
+        self._builder = None
         first = sorted({m_class(rows * tokens) for rows, tokens, _ in DEFAULT_WARMUP_SHAPES})
         start = time.perf_counter()
         self.features = {FEATURES_WIDTH: None}
         self._build_classes(first if self.background else range(n),
                             {("features", None): self._features_request(FEATURES_WIDTH)})
         self.compile_s = time.perf_counter() - start
-        self._builder = None
         rest = [c for c in range(n) if self.sets[c] is None]
         if rest:
             self._builder = threading.Thread(target=self._build_rest, args=(rest,), name="laya-kernels", daemon=True)

@@ -239,6 +239,10 @@ def _kernel_factory(build):
         if store is None:
             return build(*args, **kwargs)
         target, flags = ("c", CPU_COMPILE_FLAGS) if cpu else ("cuda", None)
+        try:
+            store.namespace(target, flags)
+        except Exception:  # noqa: BLE001 - no GPU to stamp (a CPU machine asking for a GPU kernel): no store
+            return build(*args, **kwargs)
         name = kernel_cache.request_key(build.__name__, key, _pass_configs(cpu))
         prim = store.load(name, target, flags)
         if prim is None:
