@@ -1,0 +1,24 @@
+"""`laya prebuild`: routed by the CLI, one clear line and exit 2 where it cannot build (no GPU here)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from laya import cli  # noqa: E402
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU refusal")
+def test_prebuild_without_a_gpu_is_one_line_and_exit_2(capsys, tiny_checkpoint):
+    assert cli.main(["prebuild", "--model", str(tiny_checkpoint)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["laya prebuild: failed: RuntimeError: prebuild builds GPU kernels and this machine has no "
+                   "CUDA device"]
+
+
+def test_prebuild_rejects_an_unknown_backend(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["prebuild", "--model", "x", "--backend", "onnx"])
+    assert e.value.code == 2
+    assert "invalid choice: 'onnx'" in capsys.readouterr().err
