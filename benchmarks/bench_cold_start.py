@@ -36,7 +36,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+sys.path.insert(0, REPO)
 from _env import bench_checkpoint, save_result  # noqa: E402
+from laya.kernel_cache import directory_bytes  # noqa: E402
 
 TEXT = "I was charged twice for my order and nobody answers my emails, please refund me today"
 
@@ -132,7 +134,7 @@ def run_tilelang(path: str, runs: int, keep: str | None = None, sync: bool = Tru
                                   for _ in range(runs)]
         cases["phases_store_warm"] = [child("phases", path, dict(base_env, LAYA_KERNEL_CACHE=warm_root))
                                       for _ in range(runs)]
-        size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(warm_root) for f in fs)
+        size = directory_bytes(warm_root)
     finally:
         if keep is None:
             shutil.rmtree(scratch, ignore_errors=True)

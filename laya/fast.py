@@ -187,7 +187,7 @@ class FastLaya:
         self._builder = None
         first = sorted({m_class(rows * tokens) for rows, tokens, _ in DEFAULT_WARMUP_SHAPES})
         start = time.perf_counter()
-        self.features = {FEATURES_WIDTH: None}
+        self.features = {}  # width -> kernel; FEATURES_WIDTH's is built with the first classes
         self._build_classes(first if self.background else range(n),
                             {("features", None): self._features_request(FEATURES_WIDTH)})
         self.compile_s = time.perf_counter() - start

@@ -26,7 +26,7 @@ import json
 import os
 import platform
 import uuid
-from typing import Any, Iterator
+from typing import Any
 
 ENV = "LAYA_KERNEL_CACHE"
 FORMAT = 1  # bump when the entry layout changes: older entries then live in another namespace
@@ -178,20 +178,20 @@ class KernelStore:
             with contextlib.suppress(OSError):
                 os.remove(tmp)  # a read-only or full cache costs a re-trace next time, never a failure
 
-    @contextlib.contextmanager
-    def tilelang_cache(self) -> Iterator[None]:
-        """TileLang's own disk cache under this root for laya's compiles.  The variable is process-wide and
-        stays set (restoring it would race with compiles in other threads)."""
+    def hold_tilelang_binaries(self) -> None:
+        """Point TileLang's own disk cache under this root.  The variable is process-wide and stays set
+        (restoring it would race with compiles in other threads)."""
         os.environ["TILELANG_CACHE_DIR"] = os.path.join(self.root, "tilelang")
-        yield
 
-    def size_bytes(self) -> int:
-        total = 0
-        for folder, _, files in os.walk(self.root):
-            for name in files:
-                with contextlib.suppress(OSError):
-                    total += os.path.getsize(os.path.join(folder, name))
-        return total
+
+def directory_bytes(root: str) -> int:
+    """Bytes of the files under `root` (a store's size on disk)."""
+    total = 0
+    for folder, _, files in os.walk(root):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(os.path.join(folder, name))
+    return total
 
 
 _active: KernelStore | None = None

@@ -33,21 +33,14 @@ def _stage(message: str, start: float) -> None:
     print(f"laya prebuild: {message} ({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
 
 
-def _dir_size_mb(root: str) -> float:
-    total = 0
-    for folder, _, files in os.walk(root):
-        total += sum(os.path.getsize(os.path.join(folder, f)) for f in files if os.path.isfile(os.path.join(folder, f)))
-    return total / 2**20
-
-
 def prebuild_tilelang(args: argparse.Namespace, agent, start: float) -> str:
     from . import kernel_cache
 
     root = args.cache_dir or kernel_cache.default_root()
     if root is None:
         raise ValueError(f"{kernel_cache.ENV} turns the kernel store off; pass --cache-dir DIR")
-    store = kernel_cache.use(root)
     agent.set_backend("tilelang", strict=True, kernel_cache=root, background=False)
+    store = kernel_cache.active()  # the store the backend installed for `root`
     _stage(f"kernels built ({store.hits} loaded from the store, {store.misses} traced)", start)
     agent.warmup()
     _stage("warm-up done", start)
@@ -59,8 +52,7 @@ def prebuild_compile(args: argparse.Namespace, agent, start: float) -> str:
 
     if args.cache_dir:
         os.environ["LAYA_INDUCTOR_CACHE_DIR"] = os.path.abspath(args.cache_dir)
-    agent.set_backend("compile", strict=True)
-    agent.warmup()
+    agent.set_backend("compile", strict=True, warmup=True)  # the install's warm-up compiles every shape
     _stage("compile warm-up done", start)
     root = agent.backend_object.cache_dir
     artifacts = torch.compiler.save_cache_artifacts()
@@ -88,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - one clear line, exit 2 (the CLI's convention)
         print(f"laya prebuild: failed: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
-    _stage(f"done: {root} holds {_dir_size_mb(root):.1f} MB", start)
+    from .kernel_cache import directory_bytes
+
+    _stage(f"done: {root} holds {directory_bytes(root) / 2**20:.1f} MB", start)
     return 0
 
 

@@ -33,7 +33,6 @@ tests/test_tl_kernels_api.py) can be imported where TileLang is not installed.
 # No `from __future__ import annotations`: TileLang evaluates string annotations of a prim_func
 # only against the names its body uses, so shape names used in annotations alone would not resolve.
 
-import contextlib
 import functools
 import inspect
 import math
@@ -256,8 +255,9 @@ def _kernel_factory(build):
         kernel = cache.get(key)
         if kernel is None:
             # Compile outside the lock (seconds each); a rare duplicate compile is harmless.
-            with _store_cache():
-                kernel = _compile_one(traced(key, cpu, args, kwargs), cpu)
+            prim = traced(key, cpu, args, kwargs)
+            _hold_binaries_in_store()
+            kernel = _compile_one(prim, cpu)
             with _CACHE_LOCK:
                 kernel = cache.setdefault(key, kernel)
         return kernel
@@ -274,10 +274,11 @@ def _pass_configs(cpu: bool) -> dict:
     return _cpu_pass_configs() if cpu else _gpu_pass_configs()
 
 
-def _store_cache():
-    """TileLang's disk cache under the persistent store's root while compiling (nothing without a store)."""
+def _hold_binaries_in_store() -> None:
+    """TileLang's compiled binaries go under the persistent store's root (where there is a store)."""
     store = kernel_cache.active()
-    return store.tilelang_cache() if store is not None else contextlib.nullcontext()
+    if store is not None:
+        store.hold_tilelang_binaries()
 
 
 def _compile_one(prim, cpu):
@@ -307,14 +308,14 @@ def compile_many(requests, num_workers=None):
             seen.add((f, key))
             todo.append((f, key, f.traced(key, cpu, a, kw)))
     if todo:
-        with _store_cache():
-            kernels = par_compile(
-                [prim for _, _, prim in todo],
-                target="cuda",
-                pass_configs=_gpu_pass_configs(),
-                num_workers=num_workers,
-                ignore_error=True,  # a failed kernel is compiled again below, raising its own error
-            )
+        _hold_binaries_in_store()
+        kernels = par_compile(
+            [prim for _, _, prim in todo],
+            target="cuda",
+            pass_configs=_gpu_pass_configs(),
+            num_workers=num_workers,
+            ignore_error=True,  # a failed kernel is compiled again below, raising its own error
+        )
         with _CACHE_LOCK:
             for (f, key, _), kern in zip(todo, kernels):
                 if kern is not None:
