@@ -433,14 +433,17 @@ def test_a_disconnected_client_is_499_and_its_queued_work_never_runs(tiny_checkp
 
 # ---- fragile: slow bodies are read outside the model slots (opt-in: the published order holds by default) -----
 
-def _trickle(payload: bytes, pause: float):
-    import asyncio
+def _one_slot_app(checkpoint, body_read_timeout: float, max_body_reads: int):
+    """(router, app) serving `checkpoint` with one model slot and `max_body_reads` body readers, started."""
+    from laya.router import Router
+    from laya.serve import ServeConfig, create_app
 
-    async def chunks():
-        yield payload[:10]
-        await asyncio.sleep(pause)
-        yield payload[10:]
-    return chunks()
+    router = Router(models={"support": checkpoint}, default="support", device="cpu")
+    cfg = ServeConfig(extra_models={"support": checkpoint}, default_model="support", device="cpu",
+                      max_concurrent=1, body_read_timeout=body_read_timeout, max_body_reads=max_body_reads)
+    app = create_app(router, cfg=cfg)
+    app.state.server.start()
+    return router, app
 
 
 def test_with_max_body_reads_a_slow_body_holds_no_model_slot(tiny_checkpoint):
@@ -448,24 +451,20 @@ def test_with_max_body_reads_a_slow_body_holds_no_model_slot(tiny_checkpoint):
     pytest.importorskip("fastapi")
     import asyncio
 
-    from laya.router import Router
-    from laya.serve import ServeConfig, create_app
+    from _slow_body import slow_body
+    from laya.serve import ServeConfig
     from laya.serve.config import from_args
 
-    router = Router(models={"support": tiny_checkpoint}, default="support", device="cpu")
-    cfg = ServeConfig(extra_models={"support": tiny_checkpoint}, default_model="support", device="cpu",
-                      max_concurrent=1, body_read_timeout=0.5, max_body_reads=3)
-    app = create_app(router, cfg=cfg)
-    app.state.server.start()
+    _, app = _one_slot_app(tiny_checkpoint, body_read_timeout=0.5, max_body_reads=3)
     payload = json.dumps({"state": "hello", "questions": QUESTIONS}).encode()
 
     async def scenario():
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-            slow = [asyncio.create_task(c.post("/v1/systemone", content=_trickle(payload, 2.0))) for _ in range(2)]
+            slow = [asyncio.create_task(c.post("/v1/systemone", content=slow_body(payload, 2.0))) for _ in range(2)]
             await asyncio.sleep(0.2)
             fast = await c.post("/v1/systemone", content=payload)  # the only model slot is free: answered
-            slow.append(asyncio.create_task(c.post("/v1/systemone", content=_trickle(payload, 2.0))))
+            slow.append(asyncio.create_task(c.post("/v1/systemone", content=slow_body(payload, 2.0))))
             await asyncio.sleep(0.1)
             third = await c.post("/v1/systemone", content=payload)  # three bodies being read: no fourth reader
             return [await s for s in slow], fast, third
@@ -488,15 +487,8 @@ def test_with_max_body_reads_a_full_server_refuses_before_the_body(tiny_checkpoi
     import asyncio
     import threading
 
-    from laya.router import Router
-    from laya.serve import ServeConfig, create_app
-
-    router = Router(models={"support": tiny_checkpoint}, default="support", device="cpu")
-    cfg = ServeConfig(extra_models={"support": tiny_checkpoint}, default_model="support", device="cpu",
-                      max_concurrent=1, body_read_timeout=5, max_body_reads=4)
-    app = create_app(router, cfg=cfg)
+    router, app = _one_slot_app(tiny_checkpoint, body_read_timeout=5, max_body_reads=4)
     server = app.state.server
-    server.start()
     agent = router.load("support")
     original, release = agent.predict_batch, threading.Event()
 

@@ -16,6 +16,7 @@ with warnings.catch_warnings():  # newer Starlette suggests httpx2 for its test 
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient  # noqa: E402
 
+from _slow_body import slow_body  # noqa: E402
 from laya.router import Router  # noqa: E402
 from laya.serve import ServeConfig, create_app  # noqa: E402
 from laya.serve import config as serve_config  # noqa: E402
@@ -424,14 +425,6 @@ def test_500_leaks_nothing(router, caplog):
     assert r.json() == {"detail": "inference failed"}
     assert "secret" not in r.text
     assert "secret internal detail" in caplog.text  # the log keeps it
-
-
-def slow_body(payload: bytes, pause: float):
-    async def chunks():
-        yield payload[:10]
-        await asyncio.sleep(pause)
-        yield payload[10:]
-    return chunks()
 
 
 def test_408_slow_body_and_503_admission(router):
