@@ -27,6 +27,7 @@ from .registry import ALIASES, CONFIG_FILE, DEFAULT_MODELS, LAYA_MINI, canonical
 
 DEMO_TEXT = ("Hi, I was charged twice for my March invoice and nobody has answered my last two emails. "
              "Please refund the duplicate charge today or I will cancel my subscription.")
+BUNDLED_GRAPH = "laya.onnx"  # laya-mini's graph, its weights read from its model.safetensors (onnx_link)
 CUSTOM_MODEL = "custom"  # the Router name a checkpoint directory given to --model is registered under
 ROUTER_STATE_KEY = "request"  # the state key of --predict alone (the router questions) and of --questions files
 HELP_LINE = ("Check that laya's dependencies are installed (pip install laya) and that the Hugging Face Hub is "
@@ -128,6 +129,21 @@ def routing_controls(args: argparse.Namespace) -> dict:
     return {"model": model, "task": args.task, "lang": args.lang, "lang_guess": args.lang_guess}
 
 
+def bundled_graph(args: argparse.Namespace) -> str | None:
+    """laya-mini's shipped ONNX graph, when it answers this call: the bundled checkpoint on the CPU with no
+    --backend chosen and onnxruntime installed (same answers as eager to 1e-5, no torch to import)."""
+    if args.backend or args.model is None or (args.device or "cpu").strip().lower() != "cpu":
+        return None
+    if os.path.realpath(os.path.expanduser(args.model)) != os.path.realpath(LAYA_MINI):
+        return None
+    graph = os.path.join(LAYA_MINI, BUNDLED_GRAPH)
+    if not os.path.isfile(graph):
+        return None
+    import importlib.util
+
+    return graph if importlib.util.find_spec("onnxruntime") is not None else None
+
+
 def backend_kwargs(args: argparse.Namespace) -> dict | None:
     """laya.load keywords for --backend and the exported-graph paths (each path only with its backend)."""
     paths = {"onnx": ("onnx_path", args.onnx_path), "aoti": ("aoti_path", args.aoti_path)}
@@ -135,6 +151,9 @@ def backend_kwargs(args: argparse.Namespace) -> dict | None:
         if value is not None and (args.backend or "").strip().lower() != backend:
             raise ValueError(f"--{key.replace('_', '-')} {value!r} needs --backend {backend} "
                              f"(got --backend {args.backend!r})")
+    graph = bundled_graph(args)
+    if graph is not None:
+        return {"backend": "onnx", "onnx_path": graph}
     if not args.backend:
         return None
     kwargs = {"backend": args.backend}

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..cpu_features import physical_cores
+from ..export.onnx_link import check_linked
 from ..sequence import Batch
 from .base import INPUT_NAMES, Backend, pad_to
 
@@ -89,6 +90,7 @@ class OnnxBackend(Backend):
         self.installed = True
         self.path = path
         self.session = create_session(path, providers=providers, threads=threads)
+        check_linked(path, self.session.get_modelmeta().custom_metadata_map)
         names = (tuple(i.name for i in self.session.get_inputs()), tuple(o.name for o in self.session.get_outputs()))
         if names != (INPUT_NAMES, OUTPUT_NAMES):
             raise ValueError(f"{path!r} has inputs/outputs {names}, expected {(INPUT_NAMES, OUTPUT_NAMES)}; "
