@@ -155,6 +155,8 @@ def start_server(checkpoint: str, port: int, backend: str, batching: bool, args:
     if not batching:
         cmd.append("--no-batching")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p))
+    if args.cold:  # an empty kernel store of its own, next to the server's log
+        env["LAYA_KERNEL_CACHE"] = tempfile.mkdtemp(prefix="kernels-", dir=os.path.dirname(log_path))
     log = open(log_path, "ab")  # a file, not a pipe: a chatty server never blocks on a full pipe
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     log.close()
@@ -384,7 +386,8 @@ async def paced(port: int, clients: int, rate_dps: float, seconds: float, warmup
     from the scheduled start, so falling behind shows in p99. Throughput is answered requests over the schedule's
     span; requests still unsent 1.5 x seconds after the start count as not sent (and fail the goal)."""
     conns = [Connection(port) for _ in range(clients)]
-    await warm_up(conns, max(warmup, clients), warmup_seconds)
+    if warmup:  # warmup=0: a cold cell, timed from the first request the server ever answers
+        await warm_up(conns, max(warmup, clients), warmup_seconds)
     rate_rps = rate_dps / DECISIONS_PER_REQUEST
     total = max(1, int(rate_rps * seconds))
     latencies: list[float] = []
@@ -532,9 +535,10 @@ def run_server(run: Run, shape: str, checkpoint: str, backend: str, batching: bo
                             "batching_settings": health.get("batching"), "log": os.path.basename(log_path)})
         installed = (health.get("backends") or {}).get("bench") or backend
         # the paced cell (the goal's) first: a run cut short by its time budget still has it
-        plan = [("rate", args.rate_clients)] if batching and args.rate_dps else []
-        plan += [("closed", c) for c in args.clients]
-        for mode, clients in plan:
+        plan = [("rate", args.rate_clients, rate) for rate in args.rate_dps] if batching else []
+        plan += [("closed", c, None) for c in args.clients]
+        cold_done = False
+        for mode, clients, rate in plan:
             if run.remaining() < cell_need:
                 run.skipped.append(f"{shape}/{installed}/batching {'on' if batching else 'off'}/{mode} {clients} "
                                    "clients: out of time budget")
@@ -545,7 +549,10 @@ def run_server(run: Run, shape: str, checkpoint: str, backend: str, batching: bo
             if mode == "closed":
                 cell = asyncio.run(closed_loop(port, clients, args.max_requests, args.max_seconds, args.warmup, warm_s))
             else:
-                cell = asyncio.run(paced(port, clients, args.rate_dps, args.max_seconds, args.warmup, warm_s))
+                warmup = 0 if args.cold and not cold_done else args.warmup
+                cold_done = True
+                cell = asyncio.run(paced(port, clients, rate, args.max_seconds, warmup, warm_s))
+                cell["cold"] = warmup == 0
             cpu = cpu_split(cpu_before, (cpu_sample(), process_cpu(proc.pid)))
             after = scrape(port)
             forwards = after["laya_batch_items_count"] - before["laya_batch_items_count"]
@@ -577,7 +584,10 @@ def main() -> int:
                    "tilelang, auto)")
     p.add_argument("--batching", default="off,on", help="off, on or off,on")
     p.add_argument("--clients", default="1,8,32,128", help="closed-loop client counts")
-    p.add_argument("--rate-dps", type=float, default=0.0, help="paced cell: decisions/s offered (0 = no paced cell)")
+    p.add_argument("--rate-dps", default="", help="paced cells: decisions/s offered, comma-separated (none: no paced cell)")
+    p.add_argument("--cold", action="store_true",
+                   help="each server starts on an empty kernel store (LAYA_KERNEL_CACHE) and its first paced cell "
+                   "sends no warm-up: the first seconds of a freshly started replica")
     p.add_argument("--rate-clients", type=int, default=128)
     p.add_argument("--goal-dps", type=float, default=1000.0)
     p.add_argument("--goal-p99-ms", type=float, default=50.0)
@@ -605,6 +615,7 @@ def main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.clients = [int(c) for c in args.clients.split(",") if c.strip()]
     args.batching = [{"off": False, "on": True}[b.strip()] for b in args.batching.split(",") if b.strip()]
+    args.rate_dps = [float(r) for r in args.rate_dps.split(",") if r.strip() and float(r) > 0]
     if args.server_max_concurrent <= 0:  # each client has at most one request in flight
         args.server_max_concurrent = 2 * max([*args.clients, args.rate_clients if args.rate_dps else 0, 8])
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]

@@ -185,6 +185,10 @@ class FastLaya:
         self.sets, self.splits, self.attn_bm = [None] * n, [None] * n, [None] * n
         self._class_locks = [threading.Lock() for _ in range(n)]
         self._builder = None
+        # Whether a request of a class not built yet may go through built classes in parts (its rows' bits
+        # then depend on build progress): only for callers whose answers already depend on batch company
+        # (the server's dynamic batching); a direct predict builds the class and waits.
+        self.split_while_building = False
         first = sorted({m_class(rows * tokens) for rows, tokens, _ in DEFAULT_WARMUP_SHAPES})
         start = time.perf_counter()
         self.features = {}  # width -> kernel; FEATURES_WIDTH's is built with the first classes
@@ -215,6 +219,9 @@ class FastLaya:
     @property
     def built(self) -> bool:
         return all(s is not None for s in self.sets)
+
+    def _building(self) -> bool:
+        return self._builder is not None and self._builder.is_alive()
 
     def _ensure_class(self, c: int) -> None:
         if self.sets[c] is None:
@@ -383,10 +390,17 @@ class FastLaya:
         lens = mask.sum(1, dtype=np.int64)
         # a single row is always dense: its length does not choose the layout
         plan = self.plan(n, length, lens if n > 1 else None)
-        # like a features width, a class not built yet is built before the forward lock: a graph computes
-        # plan.tokens rows, an eager run only the request's own (_fill's extent)
-        for m in {plan.tokens, int(lens.sum()) if plan.packed else n * plan.length}:
-            self._ensure_class(m_class(m))
+        # a graph computes plan.tokens rows, an eager run only the request's own (_fill's extent)
+        needed = {m_class(m) for m in {plan.tokens, int(lens.sum()) if plan.packed else n * plan.length}}
+        if n > 1 and self.split_while_building and self._building() and any(self.sets[c] is None for c in needed):
+            # rows are independent: halves through classes already built answer now, where a compile of
+            # this class would hold the request for seconds (serve_cold_h200_2026-12-02.json)
+            inputs = (input_ids, attention_mask, marker_pos, marker_mask, qtype)
+            parts = [self(*(t[:n // 2] for t in inputs)), self(*(t[n // 2:] for t in inputs))]
+            return tuple(torch.cat(pair) for pair in zip(*parts))
+        # like a features width, a class not built yet is built before the forward lock
+        for c in needed:
+            self._ensure_class(c)
         self._features(k)  # a width not built yet compiles here, before the lock: other requests go on meanwhile
         with self._lock, torch.no_grad():
             slot = self._slot(plan)

@@ -305,3 +305,29 @@ def test_exit_while_a_background_build_runs_is_clean(tiny_checkpoint, fast):
     assert out.returncode == 0, out.stderr[-3000:]
     assert "exiting" in out.stdout
     assert out.stderr.count("background [") == 1, out.stderr[-3000:]
+
+
+def test_split_while_building_answers_through_built_classes(agent, fast, monkeypatch):
+    # the server's opt-in: while the background thread builds, a batch whose class is missing goes in
+    # halves through built classes (each half equal to that half run alone) instead of compiling first
+    lazy = FastLaya(agent.model, max_len=MAX_LEN, cpu=True, pad_id=agent.tok.pad_token_id, background=False)
+    missing = m_class(bucket_packed(13 + 60 + 33 + 20 + 50 + 90))
+    lazy.sets[missing] = None
+    compiled = []
+    monkeypatch.setattr(lazy, "_build_classes", lambda classes, extra=None: compiled.append(list(classes)))
+    monkeypatch.setattr(lazy, "_building", lambda: True)
+    lens = [13, 60, 33, 20, 50, 90]
+    batch = make_batch(lens, 3, seed=11)
+    lazy.split_while_building = True
+    with torch.no_grad():
+        got = lazy(*batch)
+        halves = [fast(*(t[:3] for t in batch)), fast(*(t[3:] for t in batch))]
+    assert not compiled
+    want = tuple(torch.cat(pair) for pair in zip(*halves))
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    assert_close_to_eager(agent.model, lazy, batch)
+    lazy.split_while_building = False  # a direct call builds its own class and waits
+    with pytest.raises(TypeError):  # the stub above returns nothing to publish: proof that it was asked
+        with torch.no_grad():
+            lazy(*batch)
+    assert compiled == [[missing]]

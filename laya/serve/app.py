@@ -195,6 +195,9 @@ class Server:
 
     def _infer(self, name: str, states: list, questions: dict, options: dict) -> list:
         agent = self.router.load(name)
+        fast = getattr(agent, "_fast", None)
+        if self.cfg.batching and fast is not None:  # a forward's company is already the clock's choice here
+            fast.split_while_building = True
         if self.heap.stale(self.router.loaded):
             self.settle_gc()  # a checkpoint was loaded or evicted since the heap was frozen
         options = dict(options)
