@@ -46,6 +46,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import kernel_builder, kernel_cache
 from . import tl_kernels as K
 from .backends.base import bucket_rows, bucket_tokens
 from .fast_state import Plan, DecisionStep, GemmWeight, linears_in, NormWeight, PlanSlot  # noqa: F401
@@ -68,12 +69,15 @@ DEFAULT_WARMUP_SHAPES = ((1, 64, 3), (1, 128, 3), (4, 128, 5))
 # Background kernel builds stop at interpreter exit after the class in flight: a compile thread still
 # running while the interpreter finalises aborts the process ("terminate called without an active exception").
 _BUILDERS: list = []
+_CHILDREN: list = []  # kernel_builder processes: killed first, so no thread waits on one
 _STOP_BUILDERS = threading.Event()
 
 
 @atexit.register
 def _stop_background_builds() -> None:
     _STOP_BUILDERS.set()
+    for child in _CHILDREN:
+        child.stop()
     for thread in _BUILDERS:
         thread.join()
 
@@ -197,18 +201,35 @@ class FastLaya:
         self.compile_s = time.perf_counter() - start
         rest = [c for c in range(n) if self.sets[c] is None]
         if rest:
-            self._builder = threading.Thread(target=self._build_rest, args=(rest,), name="laya-kernels", daemon=True)
+            self._builder = threading.Thread(target=self._build_rest, args=(rest, self._start_child(rest)),
+                                             name="laya-kernels", daemon=True)
             _BUILDERS[:] = [t for t in _BUILDERS if t.is_alive()] + [self._builder]
             self._builder.start()
 
-    def _build_rest(self, classes: list) -> None:
-        for c in classes:
-            if _STOP_BUILDERS.is_set():
-                return
-            try:
-                self._build_classes([c])
-            except Exception as e:  # noqa: BLE001 - the request that needs class c builds it, raising there
-                self._log(f"background build of class {c} failed ({type(e).__name__}: {e})")
+    def _build_rest(self, classes: list, child) -> None:
+        try:
+            for c in classes:
+                if child is not None:
+                    child.wait_for(c)  # (a child that died: this thread compiles the rest itself)
+                if _STOP_BUILDERS.is_set():
+                    return
+                try:
+                    self._build_classes([c])  # from the store once the child has filled it
+                except Exception as e:  # noqa: BLE001 - the request that needs class c builds it, raising there
+                    self._log(f"background build of class {c} failed ({type(e).__name__}: {e})")
+        finally:
+            if child is not None:
+                child.stop()
+
+    def _start_child(self, classes: list):
+        """The child process that traces and compiles `classes` into the kernel store (None: no store)."""
+        store = kernel_cache.active()
+        if store is None:
+            return None
+        work = {c: self._class_requests([c])[0] for c in classes}
+        child = kernel_builder.BuilderProcess(kernel_builder.payload(work, self.cpu), store.root)
+        _CHILDREN[:] = [c for c in _CHILDREN if c.proc.poll() is None] + [child]
+        return child
 
     def build_all(self) -> float:
         """Build every class's kernels now (prebuild, benchmarks); returns the seconds it took."""
@@ -234,13 +255,7 @@ class FastLaya:
             for c in classes:  # always in ascending order: no two builders deadlock
                 held.enter_context(self._class_locks[c])
             todo = [c for c in classes if self.sets[c] is None]
-            requests: dict[Any, tuple] = dict(extra or {})
-            splits: dict[Any, int] = {}
-            for c in todo:
-                self._gemm_requests(c, requests, splits)
-                self._row_requests(c, self._windows, requests, splits)
-            for _, _, kwargs in requests.values():
-                kwargs["dtype"] = self.kernel_dtype
+            requests, splits = self._class_requests(todo, extra)
             if not requests:
                 return
             start = time.perf_counter()
@@ -253,6 +268,17 @@ class FastLaya:
                 self.sets[c] = {name: kernels[(name, cc)] for name, cc in requests if cc == c}  # published last
             self._log(f"classes {todo}: {len({id(k) for k in kernels.values()})} kernels in "
                       f"{time.perf_counter() - start:.1f} s")
+
+    def _class_requests(self, classes, extra: dict | None = None) -> tuple[dict, dict]:
+        """(kernel requests {key: (factory, args, kwargs)}, split-K factors) of token-row `classes`."""
+        requests: dict[Any, tuple] = dict(extra or {})
+        splits: dict[Any, int] = {}
+        for c in classes:
+            self._gemm_requests(c, requests, splits)
+            self._row_requests(c, self._windows, requests, splits)
+        for _, _, kwargs in requests.values():
+            kwargs["dtype"] = self.kernel_dtype
+        return requests, splits
 
     def _tiles(self, kind: str, c: int) -> dict:
         """The table's tile of `kind` for class `c`; the CPU specialisation keeps the kernels' default tiles
