@@ -1,7 +1,7 @@
 """Time from process start to the first answer, fresh interpreters, with an empty and a warm kernel store.
 
     HF_HUB_OFFLINE=1 PYTHONPATH=$PWD python benchmarks/bench_cold_start.py [--shape large] [--runs 3]
-        [--checkpoint DIR] [--out PATH]
+        [--checkpoint DIR] [--out PATH] [--only-empty] [--no-sync]
 
 tilelang cases (each process: `laya.Agent(path, device="cuda", backend="tilelang")` then one `predict` of
 the triage preset; the clock starts before the interpreter does):
@@ -106,6 +106,23 @@ def median_marks(records: list) -> dict:
     return {k: round(statistics.median(r["marks"][k] for r in records), 3) for k in keys}
 
 
+def run_empty_only(path: str, runs: int) -> dict:
+    """checkpoint_read and store_empty alone (an A/B of background builds between trees)."""
+    base_env = dict(os.environ, HF_HUB_OFFLINE="1")
+    base_env.pop("TILELANG_CACHE_DIR", None)
+    scratch = tempfile.mkdtemp(prefix="laya-cold-")
+    try:
+        cases = {"checkpoint_read": [child("read", path, dict(base_env, LAYA_KERNEL_CACHE="off")) for _ in range(runs)],
+                 "store_empty": [child("public", path, dict(base_env, LAYA_KERNEL_CACHE=os.path.join(scratch, f"e{i}")))
+                                 for i in range(runs)]}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    summary = {name: median_marks(recs) for name, recs in cases.items()}
+    summary["store_empty"]["first_answer_minus_eager_agent"] = round(
+        summary["store_empty"]["first_answer"] - summary["checkpoint_read"]["agent_ready"], 3)
+    return {"cases": cases, "summary": summary}
+
+
 def run_tilelang(path: str, runs: int, keep: str | None = None, sync: bool = True) -> dict:
     base_env = dict(os.environ, HF_HUB_OFFLINE="1")
     base_env.pop("TILELANG_CACHE_DIR", None)
@@ -160,6 +177,8 @@ def main() -> None:
     ap.add_argument("--checkpoint", default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-sync", action="store_true", help="skip the store_empty_sync case (the slowest)")
+    ap.add_argument("--only-empty", action="store_true",
+                    help="only checkpoint_read and store_empty (A/B of background builds between two trees)")
     ap.add_argument("--keep", default=None, help="keep the stores in this (new) directory instead of a temporary one")
     args = ap.parse_args()
     path = args.checkpoint or bench_checkpoint(args.shape)
@@ -170,8 +189,13 @@ def main() -> None:
               "pythonpycacheprefix": os.environ.get("PYTHONPYCACHEPREFIX"), "gpu": torch.cuda.get_device_name(0),
               "targets": {"store_empty_first_answer_s_excluding_read": 15, "store_warm_first_answer_s_excluding_read": 3,
                           "store_size_mb": 200},
-              **run_tilelang(path, args.runs, args.keep, not args.no_sync)}
+              **(run_empty_only(path, args.runs) if args.only_empty else
+                 run_tilelang(path, args.runs, args.keep, not args.no_sync))}
     out = save_result(record, f"cold_start_tilelang_{record['date']}.json", args.out)
+    if args.only_empty:
+        print(json.dumps(record["summary"], indent=1))
+        print(out)
+        return
     print(f"{'case':<18}{'import':>8}{'ready':>8}{'first':>8}{'minus read':>11}")
     for name, m in record["summary"].items():
         if "agent_ready" not in m:
