@@ -181,7 +181,8 @@ class FastLaya:
         """One kernel set per token-row class: ``self.sets[c][name]``, each GEMM with its split-K factor
         (0: plain).  Classes whose tiles agree share one compiled kernel (the factories cache by arguments).
         The classes the warm-up shapes need are built here; on CUDA (``background=True``) the others are
-        built by a background thread, smallest first, and a request whose class is not built yet builds it
+        built in the background, smallest first (by a child process filling the kernel store where one is
+        active, then loaded from it; else by a thread), and a request whose class is not built yet builds it
         (or waits for the thread's build of it) first: every class always runs its own kernels."""
         self.kernel_dtype = "float32" if self.cpu else {torch.bfloat16: "bfloat16", torch.float16: "float16"}[self.dtype]
         self._windows = sorted({layer["window"] for layer in self.layers})

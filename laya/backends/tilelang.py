@@ -22,7 +22,7 @@ class TileLangBackend(Backend):
         self.use_graphs = use_graphs
         self.verbose = verbose
         self.kernel_cache = kernel_cache  # a directory for the persistent kernel store (laya.kernel_cache)
-        self.background = background  # build the kernels the warm-up shapes do not need in a background thread
+        self.background = background  # build the kernels the warm-up shapes do not need in the background
         self._fast = None
 
     @property
