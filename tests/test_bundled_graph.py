@@ -69,6 +69,8 @@ def test_demo_answers_without_torch_and_as_eager():
     assert imported(onnx_run) == [] and "torch" in imported(eager_run)
     body = lambda text: json.loads(text[text.index("{"):])  # noqa: E731 - after the demo's banner lines
     assert_close(body(onnx_run.stdout)["answers"], body(eager_run.stdout)["answers"])
+    # each result names the agent that answered (the published MODEL_NAMEs)
+    assert (body(onnx_run.stdout)["model"], body(eager_run.stdout)["model"]) == ("laya-rl-agent-onnx", "laya-rl-agent")
 
 
 def test_preset_on_the_bundled_path_uses_the_graph_unless_told_otherwise():
