@@ -106,10 +106,16 @@ def median_marks(records: list) -> dict:
     return {k: round(statistics.median(r["marks"][k] for r in records), 3) for k in keys}
 
 
+def child_env() -> dict:
+    """The children's environment: offline, and TileLang's cache wherever each case puts it."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env.pop("TILELANG_CACHE_DIR", None)
+    return env
+
+
 def run_empty_only(path: str, runs: int) -> dict:
     """checkpoint_read and store_empty alone (an A/B of background builds between trees)."""
-    base_env = dict(os.environ, HF_HUB_OFFLINE="1")
-    base_env.pop("TILELANG_CACHE_DIR", None)
+    base_env = child_env()
     scratch = tempfile.mkdtemp(prefix="laya-cold-")
     try:
         cases = {"checkpoint_read": [child("read", path, dict(base_env, LAYA_KERNEL_CACHE="off")) for _ in range(runs)],
@@ -124,8 +130,7 @@ def run_empty_only(path: str, runs: int) -> dict:
 
 
 def run_tilelang(path: str, runs: int, keep: str | None = None, sync: bool = True) -> dict:
-    base_env = dict(os.environ, HF_HUB_OFFLINE="1")
-    base_env.pop("TILELANG_CACHE_DIR", None)
+    base_env = child_env()
     cases: dict = {}
     scratch = keep or tempfile.mkdtemp(prefix="laya-cold-")
     try:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from typing import Any
 
-ENV = "LAYA_KERNEL_CACHE"
+from .kernel_cache import ENV
 
 
 def factory_name(factory: Any) -> str:

@@ -23,8 +23,8 @@ import numpy as np
 
 HEADER_KEY = "laya.linked.header_sha256"
 FILE_KEY = "laya.linked.weights"
-# safetensors dtype -> (numpy dtype, ONNX TensorProto data type)
-DTYPES = {"F32": (np.float32, 1), "F16": (np.float16, 10), "BF16": (None, 16)}
+# safetensors dtypes the graph can reference -> ONNX TensorProto data type (bf16 weights stay in the graph)
+ONNX_TYPES = {"F32": 1, "F16": 10}
 
 
 def read_header(path: str) -> tuple[dict, int, bytes]:
@@ -46,20 +46,15 @@ def header_sha256(path: str) -> str:
 
 
 def _checkpoint_arrays(path: str) -> dict[str, tuple[np.ndarray, dict]]:
-    """name -> (values as float32, header entry), for the float tensors the graph could reference."""
+    """name -> (values as float32, header entry with its file offset), for the tensors a graph can reference."""
+    from safetensors.numpy import load_file
+
     entries, data_start, _ = read_header(path)
-    out = {}
-    with open(path, "rb") as f:
-        for name, entry in entries.items():
-            np_dtype = DTYPES.get(entry["dtype"], (None,))[0]
-            if np_dtype is None:
-                continue  # bf16 has no numpy dtype; such a checkpoint keeps its weights in the graph
-            begin, end = entry["data_offsets"]
-            f.seek(data_start + begin)
-            values = np.frombuffer(f.read(end - begin), dtype=np_dtype).reshape(entry["shape"])
-            out[name] = (values.astype(np.float32), {**entry, "file_offset": data_start + begin,
-                                                     "length": end - begin})
-    return out
+    arrays = load_file(path)
+    return {name: (arrays[name].astype(np.float32),
+                   {**entry, "file_offset": data_start + entry["data_offsets"][0],
+                    "length": entry["data_offsets"][1] - entry["data_offsets"][0]})
+            for name, entry in entries.items() if entry["dtype"] in ONNX_TYPES}
 
 
 def _fingerprint(values: np.ndarray) -> tuple:
@@ -80,11 +75,11 @@ def link_weights(graph_path: str, weights_path: str, out_path: str | None = None
                          "ONNX reads external data relative to the graph")
     model = onnx.load(graph_path)
     graph = model.graph
-    index: dict[tuple, tuple[str, dict, bool]] = {}
-    for name, (values, entry) in _checkpoint_arrays(weights_path).items():
-        index.setdefault(_fingerprint(values), (name, entry, False))
+    index: dict[tuple, tuple[dict, bool]] = {}  # fingerprint -> (header entry, stored transposed)
+    for values, entry in _checkpoint_arrays(weights_path).values():
+        index.setdefault(_fingerprint(values), (entry, False))
         if values.ndim == 2:
-            index.setdefault(_fingerprint(values.T), (name, entry, True))
+            index.setdefault(_fingerprint(values.T), (entry, True))
     location = os.path.basename(weights_path)
     kept, prologue, linked, embedded_bytes = [], [], 0, 0
     for init in graph.initializer:
@@ -94,8 +89,8 @@ def link_weights(graph_path: str, weights_path: str, out_path: str | None = None
             kept.append(init)
             embedded_bytes += len(init.raw_data) if init.HasField("raw_data") else 0
             continue
-        source, entry, transposed = hit
-        ref = TensorProto(name=f"{init.name}__linked", data_type=DTYPES[entry["dtype"]][1], dims=entry["shape"],
+        entry, transposed = hit
+        ref = TensorProto(name=f"{init.name}__linked", data_type=ONNX_TYPES[entry["dtype"]], dims=entry["shape"],
                           data_location=TensorProto.EXTERNAL)
         for key, value in (("location", location), ("offset", str(entry["file_offset"])),
                            ("length", str(entry["length"]))):
