@@ -303,6 +303,40 @@ def test_finite_numbers_in_question_texts_are_still_fine(served):
     assert r.status_code == 200, r.text
 
 
+@pytest.mark.parametrize("state, path", [
+    ('{"order": {"lines": [{"sku": "a"}, {"price": 1e309}]}}', '["order"]["lines"][1]["price"]'),
+    ('{"a": {"b": NaN}}', '["a"]["b"]'),
+    ('[{"turn": "hi"}, {"scores": [1, -Infinity]}]', '[1]["scores"][1]'),
+    ('{"first": [NaN, 1e309], "second": Infinity}', '["first"][0]'),
+    ('{"note": "Infinity and NaN as words", "deep": ' + '[' * 200 + '-1e400' + ']' * 200 + '}',
+     '["deep"]' + '[0]' * 199),
+])
+def test_a_non_finite_number_inside_a_state_is_422_naming_its_place(served, state, path):
+    client, _ = served
+    questions = json.dumps(QUESTIONS)
+    for route, states, where in (("/v1/systemone", f'"state": {state}', "'state'"),
+                                 ("/v1/systemone/batch", f'"states": ["x", {{"ok": 1.5}}, {state}]', "'states[2]'")):
+        r = client.post(route, content=f'{{{states}, "questions": {questions}}}')
+        assert r.status_code == 422, r.text
+        detail = r.json()["detail"]
+        shown = path if len(path) <= 300 else "..." + path[-297:]
+        assert detail.startswith(f"{where} holds a non-finite number at {shown} "), detail
+        assert "send a finite number, or the value as a string" in detail, detail
+
+
+@pytest.mark.parametrize("body", [
+    '{"state": {"n": 1e308, "m": [-1.7976931348623157e308, 2.5e-320, 0]}, "questions": QS}',
+    '{"state": {"note": "Infinity, NaN and 1e309 as words", "NaN": "key"}, "questions": QS}',
+    '{"state": "the total was 1e309, NaN or -Infinity", "questions": QS}',
+    '{"states": ["1e309", {"n": 1e308}, ["NaN"]], "questions": QS}',
+])
+def test_finite_numbers_and_such_words_in_a_state_are_still_answered(served, body):
+    client, _ = served
+    route = "/v1/systemone/batch" if body.startswith('{"states"') else "/v1/systemone"
+    r = client.post(route, content=body.replace("QS", json.dumps(QUESTIONS)))
+    assert r.status_code == 200, r.text
+
+
 # ---- fragile: a drain deadline on SIGTERM -----------------------------------------------------------------
 
 def test_shutdown_timeout_reaches_uvicorn(monkeypatch):

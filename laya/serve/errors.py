@@ -68,6 +68,9 @@ ERRORS: dict[str, tuple[int, str, dict]] = {
                               "description", {}),
     "non_finite": (422, "question '{qid}': {what} holds a non-finite number (NaN or Infinity, or a literal past "
                         "1.8e308); the model would read it as text 'Infinity': send it as a string", {}),
+    "non_finite_state": (422, "{where} holds a non-finite number at {path} (NaN or Infinity, or a literal past "
+                              "1.8e308 such as 1e309); the model would read it as text 'Infinity': send a finite "
+                              "number, or the value as a string", {}),
     "question_unknown_keys": (422, "question '{qid}': unknown key(s) {names} in its definition; a question takes "
                                    "{allowed} (a misspelt key would be ignored)", {}),
     "tournament_labels": (422, "question '{qid}': a choice is narrowed by elimination once a request has one over "

@@ -125,8 +125,8 @@ def check_limits(questions: dict, max_choice_options: int = MAX_CHOICE_OPTIONS) 
         raise fail("too_many_total", count=total, limit=MAX_TOTAL_OPTIONS)
 
 
-def check_state(state: Any) -> int:
-    """The rendered state's length, once it is known to be within the limit."""
+def _state_text(state: Any) -> str:
+    """The rendered state, once it is known to be within the limit."""
     try:
         text = state_text(state)  # a lone surrogate is answered later, with the published 400
     except TypeError as e:
@@ -135,7 +135,29 @@ def check_state(state: Any) -> int:
         raise fail("state_not_serializable") from None
     if len(text) > MAX_STATE_CHARS:
         raise fail("state_too_large", count=len(text), limit=MAX_STATE_CHARS)
-    return len(text)
+    return text
+
+
+def check_state(state: Any) -> int:
+    """The rendered state's length, once it is known to be within the limit."""
+    return len(_state_text(state))
+
+
+def _may_be_non_finite(state: Any, text: str) -> bool:
+    """Whether a state may hold NaN/Infinity: json renders them as these words, so most states skip the walk."""
+    return not isinstance(state, str) and ("Infinity" in text or "NaN" in text)
+
+
+def _path_text(path: list) -> str:
+    text = "".join(f"[{json.dumps(k, ensure_ascii=False) if isinstance(k, str) else k}]" for k in path)
+    return text if len(text) <= 300 else "..." + text[-297:]  # a long key or deep path stays readable
+
+
+def _finite_state(state: Any, where: str) -> None:
+    """422 for NaN/Infinity (or a literal past 1.8e308) inside a state: the model would read 'Infinity'."""
+    path = _non_finite_at(state)
+    if path is not None:
+        raise fail("non_finite_state", where=where, path=_path_text(path))
 
 
 # ---- controls --------------------------------------------------------------------------------------
@@ -239,18 +261,23 @@ def _null_score_level(questions: dict) -> None:
                     raise fail("null_score_level", qid=qid, index=index)
 
 
-def _finite(value: Any) -> bool:
-    """Whether no float inside `value` is NaN or infinite (1e309 reads as inf)."""
-    stack = [value]
+def _non_finite_at(value: Any) -> list | None:
+    """The key/index path to the first NaN or infinite float inside `value` (1e309 reads as inf); None if none."""
+    stack: list = [(value, None)]  # (item, (key, parent's link)): the path is only built for a hit
     while stack:
-        item = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return False
-        if isinstance(item, dict):
-            stack.extend(item.values())
+        item, link = stack.pop()
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                path = []
+                while link is not None:
+                    key, link = link
+                    path.append(key)
+                return path[::-1]
+        elif isinstance(item, dict):
+            stack.extend((v, (k, link)) for k, v in reversed(item.items()))  # reversed: pops in document order
         elif isinstance(item, list):
-            stack.extend(item)
-    return True
+            stack.extend((item[i], (i, link)) for i in range(len(item) - 1, -1, -1))
+    return None
 
 
 def _text_values(definition: dict) -> list[tuple[str, Any]]:
@@ -270,7 +297,7 @@ def _non_finite(questions: dict) -> None:
         if not isinstance(definition, dict):
             continue
         for what, value in _text_values(definition):
-            if not _finite(value):
+            if _non_finite_at(value) is not None:
                 raise fail("non_finite", qid=qid, what=what)
 
 
@@ -351,12 +378,14 @@ def parse_single(data: Any, limits: Any, *args: Any) -> Decision:
     questions = data["questions"]
     if not isinstance(questions, dict):
         raise fail("questions_not_object")
-    chars = check_state(data["state"])
+    text = _state_text(data["state"])
     check_limits(questions, limits.max_choice_options)
     _check_keys(data, SINGLE_KEYS)
     controls = _controls(data, limits)
     n, key, narrow = _questions(questions, limits)
-    return Decision(data["state"], questions, n, **controls, chars=chars, questions_key=key, narrow=narrow,
+    if _may_be_non_finite(data["state"], text):
+        _finite_state(data["state"], "'state'")  # last: after every published check, as the library's would be
+    return Decision(data["state"], questions, n, **controls, chars=len(text), questions_key=key, narrow=narrow,
                     sent=_sent(data, BODY_CONTROLS))
 
 
@@ -388,12 +417,19 @@ def parse_batch(data: Any, limits: Any, *args: Any) -> list[Decision]:
         raise fail("questions_not_object")
     if len(states) > MAX_BATCH_STATES:
         raise fail("too_many_states", count=len(states), limit=MAX_BATCH_STATES)
-    chars = [check_state(state) for state in states]
+    chars, suspects = [], []
+    for index, state in enumerate(states):
+        text = _state_text(state)
+        chars.append(len(text))
+        if _may_be_non_finite(state, text):
+            suspects.append(index)
     check_limits(questions, limits.max_choice_options)
     _check_keys(data, BATCH_KEYS, BATCH_BODY_OUT_PARAMETERS)
     controls = _controls(data, limits)
     batch_size, sort_by_length = _batch_call_controls(data)
     n, key, narrow = _questions(questions, limits)
+    for index in suspects:
+        _finite_state(states[index], f"'states[{index}]'")
     sent = _sent(data, (*BODY_CONTROLS, *BATCH_BODY_CALL_CONTROLS))
     if not sort_by_length:
         sent.pop("sort_by_length", None)  # false forwards nothing
