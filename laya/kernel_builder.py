@@ -11,11 +11,11 @@ it on stdout ("built C"); the parent then loads that class from the store in a f
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from typing import Any
 
+from .child_env import child_env
 from .kernel_cache import ENV
 
 
@@ -34,9 +34,7 @@ class BuilderProcess:
     """The child process and the classes it has reported built."""
 
     def __init__(self, work: dict, store_root: str):
-        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        path = os.pathsep.join(p for p in (package_parent, os.environ.get("PYTHONPATH")) if p)
-        env = dict(os.environ, **{ENV: store_root}, PYTHONPATH=path)
+        env = child_env(**{ENV: store_root})
         self.proc = subprocess.Popen([sys.executable, "-m", "laya.kernel_builder"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, text=True)
         self.done: set[int] = set()

@@ -26,6 +26,7 @@ from starlette.requests import ClientDisconnect
 from starlette.routing import Route
 
 from .. import hooks as hooks_mod
+from .. import stage_clock
 from ..confidence import apply_confidence_gate
 from ..registry import DEFAULT_MODELS
 from . import injected
@@ -34,6 +35,7 @@ from .batcher import Batcher, Item
 from .body import may_hold_surrogate, parse_json
 from .config import (CPU_BATCH_ROWS, GPU_BATCH_ROWS, MAIN_ONLY, ROUTER_ONLY, ServeConfig, SettingError, from_env,
                      request_settings)
+from .engine import EngineProcess, EngineRouter, engine_wanted
 from .errors import CLIENT_CLOSED, ApiError, fail, library
 from .gc_policy import GC_THRESHOLD, FrozenHeap  # noqa: F401 - GC_THRESHOLD re-exported
 from .health import PublicRepo, description, health, known_names, missing_local_sources, resident_names
@@ -85,6 +87,40 @@ def with_x_tournament(result: dict) -> dict:
     return out
 
 
+def run_forward(router: Any, heap: FrozenHeap, cfg: ServeConfig, name: str, states: list, questions: dict,
+                options: dict) -> list:
+    """One batcher forward on `router`'s agent for `name` (in the server, or in its engine process)."""
+    agent = router.load(name)
+    fast = getattr(agent, "_fast", None)
+    if cfg.batching and fast is not None:  # a forward's company is already the clock's choice here
+        fast.split_while_building = True
+    if heap.stale(router.loaded):
+        heap.settle(router.loaded)  # a checkpoint was loaded or evicted since the heap was frozen
+    options = dict(options)
+    group = options.pop("tournament_group", 0)
+    if group:
+        from ..shortlist import predict_tournament_batch
+
+        results = [with_x_tournament(r) for r in predict_tournament_batch(agent, states, questions, group,
+                                                                          **options)]
+    else:
+        results = _agent_batch(agent, states, questions, options)
+    apply_confidence_gate(results, options.get("min_confidence"))  # whatever the agent did with it
+    return results
+
+
+def _agent_batch(agent: Any, states: list, questions: dict, options: dict) -> list:
+    """agent.predict_batch as Router.predict_batch calls it: unset budgets not passed, an older agent's
+    rejected optional keyword (lang, sort_by_length, min_confidence) dropped."""
+    from ..router.calls import call_agent
+
+    kwargs = {k: v for k, v in options.items() if v is not None or k == "lang"}
+    results = list(call_agent(agent.predict_batch, (states, questions), kwargs))
+    if len(results) != len(states):
+        raise RuntimeError(f"the agent's predict_batch returned {len(results)} results for {len(states)} states")
+    return results
+
+
 async def client_gone(request: Request) -> None:
     """Returns once the client has disconnected (the body has been read, so only that message can come)."""
     while (await request.receive())["type"] != "http.disconnect":
@@ -96,6 +132,7 @@ class Server:
 
     def __init__(self, cfg: ServeConfig, router: Any = None, live_env: bool = False):
         self.cfg, self.live_env = cfg, live_env  # live_env: LAYA_* per-request variables are read on each request
+        own = router is None  # built from cfg here, so an engine process can build the same one
         self.router = router if router is not None else build_router(cfg)
         self.batched = injected.batchable(self.router)
         self.public_repo = PublicRepo()
@@ -113,6 +150,10 @@ class Server:
         self.metrics = Metrics()
         self.stage_metrics = [self.metrics.child(self.metrics.stages, stage) for stage in STAGES]
         self.replica: str | None = None  # set on a Ray replica: each answer names it in X-Laya-Replica
+        self.engine: EngineProcess | None = None
+        if own and self.batched and engine_wanted(cfg):
+            self.engine = EngineProcess(cfg)
+            self.router = EngineRouter(self.router, self.engine)
         rows = cfg.max_batch_rows or GPU_BATCH_ROWS  # unset: start() picks the device's default
         self.batcher = Batcher(self._infer, window_ms=cfg.batch_window_ms, max_rows=rows,
                                max_batch_tokens=cfg.max_batch_tokens, batching=cfg.batching,
@@ -155,6 +196,8 @@ class Server:
             torch.set_num_threads(self.cfg.threads)
         if not self.batched:
             return
+        if self.engine is not None:
+            self.engine.start()
         if self.cfg.preload:
             self.router.preload(self.served)
         if self.custom_only and self.auto_default != self.router.default:
@@ -177,6 +220,8 @@ class Server:
 
     def stop(self) -> None:
         self.batcher.stop()
+        if self.engine is not None:
+            self.engine.close()
         self.heap.restore()
 
     def settle_gc(self) -> None:
@@ -194,36 +239,15 @@ class Server:
     # ---- inference worker side ---------------------------------------------------------------------
 
     def _infer(self, name: str, states: list, questions: dict, options: dict) -> list:
-        agent = self.router.load(name)
-        fast = getattr(agent, "_fast", None)
-        if self.cfg.batching and fast is not None:  # a forward's company is already the clock's choice here
-            fast.split_while_building = True
-        if self.heap.stale(self.router.loaded):
-            self.settle_gc()  # a checkpoint was loaded or evicted since the heap was frozen
-        options = dict(options)
-        group = options.pop("tournament_group", 0)
-        if group:
-            from ..shortlist import predict_tournament_batch
-
-            results = [with_x_tournament(r) for r in predict_tournament_batch(agent, states, questions, group,
-                                                                              **options)]
+        if self.engine is None:
+            results = run_forward(self.router, self.heap, self.cfg, name, states, questions, options)
         else:
-            results = self._agent_batch(agent, states, questions, options)
-        apply_confidence_gate(results, options.get("min_confidence"))  # whatever the agent did with it
+            results, prep, forward = self.engine.infer(name, states, questions, options)
+            clock = stage_clock.current()  # the batcher's: the child's stages, the pipe counted as decode
+            clock.prep += prep
+            clock.forward += forward
         tokens = sum(r.get("usage", {}).get("input_tokens", 0) for r in results)
         self.child(self.metrics.tokens, name).inc(tokens)
-        return results
-
-    @staticmethod
-    def _agent_batch(agent: Any, states: list, questions: dict, options: dict) -> list:
-        """agent.predict_batch as Router.predict_batch calls it: unset budgets not passed, an older agent's
-        rejected optional keyword (lang, sort_by_length, min_confidence) dropped."""
-        from ..router.calls import call_agent
-
-        kwargs = {k: v for k, v in options.items() if v is not None or k == "lang"}
-        results = list(call_agent(agent.predict_batch, (states, questions), kwargs))
-        if len(results) != len(states):
-            raise RuntimeError(f"the agent's predict_batch returned {len(results)} results for {len(states)} states")
         return results
 
     def _on_forward(self, rows: int, items: int, seconds: float) -> None:

@@ -16,6 +16,7 @@ from .limits import (DEFAULT_BODY_READ_TIMEOUT, DEFAULT_HEADER_READ_TIMEOUT, DEF
 
 log = logging.getLogger("laya.serve")
 TRUE_WORDS = ("1", "true", "yes", "on")
+ENGINE_MODES = ("auto", "on", "off")
 
 
 GPU_BATCH_ROWS = 256  # rows per forward by default: a GPU pass of 256 rows takes milliseconds
@@ -58,6 +59,7 @@ class ServeConfig:
     batching: bool = True
     batch_window_ms: float = 2.0
     max_batch_rows: int | None = None  # states x questions in one forward; None: GPU_BATCH_ROWS, CPU_BATCH_ROWS
+    engine_process: str = "auto"  # forwards in a child process: on, off, auto (on for a CUDA device)
     # Ray Serve
     ray: bool = False
     replicas: int = 1
@@ -141,6 +143,13 @@ def _log_level(name: str, raw: str) -> str:
     return value
 
 
+def _engine_mode(name: str, raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in ENGINE_MODES:
+        raise ValueError(f"{name}={raw!r} must be one of {', '.join(ENGINE_MODES)}")
+    return value
+
+
 def _names(name: str, raw: str) -> tuple[str, ...]:
     return tuple(n.strip() for n in raw.split(",") if n.strip())
 
@@ -193,7 +202,8 @@ ENV = {
     "LAYA_JEV_STRICT": ("jev_strict", _bool),
     "LAYA_TOURNAMENT_GROUP": ("tournament_group", _lenient_int(2, MAX_TOURNAMENT_GROUP, 0)),
     "LAYA_BATCHING": ("batching", _bool), "LAYA_BATCH_WINDOW_MS": ("batch_window_ms", _float),
-    "LAYA_MAX_BATCH_ROWS": ("max_batch_rows", _int), "LAYA_REPLICAS": ("replicas", _int),
+    "LAYA_MAX_BATCH_ROWS": ("max_batch_rows", _int), "LAYA_ENGINE_PROCESS": ("engine_process", _engine_mode),
+    "LAYA_REPLICAS": ("replicas", _int),
     "LAYA_MAX_REPLICAS": ("max_replicas", _int),
 }
 MAIN_ONLY = ("LAYA_HOST", "LAYA_PORT", "LAYA_LOG_LEVEL", "LAYA_SHUTDOWN_TIMEOUT",
@@ -266,6 +276,8 @@ def check(cfg: ServeConfig) -> ServeConfig:
             or cfg.tournament_group < 0 or cfg.tournament_group == 1 or cfg.tournament_group > MAX_TOURNAMENT_GROUP:
         raise ValueError(f"tournament_group={cfg.tournament_group!r} must be 0 (off) or an integer in 2..100 "
                          "(options asked together per row)")
+    if cfg.engine_process not in ENGINE_MODES:
+        raise ValueError(f"engine_process={cfg.engine_process!r} must be one of {', '.join(ENGINE_MODES)}")
     if cfg.max_replicas and cfg.max_replicas < cfg.replicas:
         raise ValueError(f"max_replicas={cfg.max_replicas} is below replicas={cfg.replicas}; raise it or use 0")
     return cfg
@@ -321,6 +333,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-window-ms", type=float)
     p.add_argument("--max-batch-rows", type=int, help="states x questions in one forward (default 256 on a GPU, 64 on "
                    "the CPU, so a small request never waits long behind one pass of a large batch)")
+    p.add_argument("--engine-process", choices=ENGINE_MODES, help="run the model's forwards in a child process, "
+                   "so HTTP and JSON work never waits on the forward's host work (default auto: on for a CUDA "
+                   "device)")
     p.add_argument("--ray", action="store_true", default=None, help="run as a Ray Serve deployment")
     p.add_argument("--replicas", type=int)
     p.add_argument("--max-replicas", type=int, help="with --ray: autoscale between --replicas and this")
