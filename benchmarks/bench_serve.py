@@ -3,11 +3,12 @@
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_serve.py [--shapes tiny[,base,large]] [--device cpu|cuda]
         [--backends eager[,compile,tilelang,auto]] [--batching off,on] [--clients 1,8,32,128]
         [--rate-dps 1000 --rate-clients 128] [--max-requests 3000] [--max-seconds 12] [--time-budget-s 330]
+        [--fairness [--fairness-seconds 12 --fairness-rate 20 --fairness-clients 32 --fairness-goal-p99-ms MS]]
         [--checkpoint-dir DIR] [--out PATH]
 
 For each (shape, backend, batching) the server runs as its own process (uvicorn, `python -m laya.serve`) on
 a random checkpoint of scripts/make_checkpoint.py (built in a temporary directory unless --checkpoint-dir holds
-one), or on the bundled laya-mini (`--shapes laya-mini`). Two kinds of cell:
+one), or on the bundled laya-mini (`--shapes laya-mini`). Three kinds of cell:
 
 - closed loop (`mode: closed`): C clients over keep-alive connections, each sending its next request when the last
   one is answered, until --max-requests are sent or --max-seconds pass (after a warm-up). This is the most the
@@ -16,6 +17,10 @@ one), or on the bundled laya-mini (`--shapes laya-mini`). Two kinds of cell:
   on a fixed schedule for --max-seconds; latency counts from each request's scheduled start, so a server that
   falls behind shows it (no coordinated omission). This is the cell the serving goal is judged on:
   >= --goal-dps decisions/s at p99 <= --goal-p99-ms with --goal-clients clients.
+- fairness (`mode: fairness`, batching on only, with --fairness): one client keeps a 64-state x 64-question batch
+  (4,096 rows) in flight on /v1/systemone/batch while 1-question requests are paced at --fairness-rate/s for
+  --fairness-seconds, timed from their scheduled starts as above. Goal: their p99 <= --fairness-goal-p99-ms
+  (100 ms on cuda, 2,000 ms on cpu by default). The cell's `batch` holds the big requests' latencies and count.
 
 One request = 1 state x 3 questions (choice, score, noul), so decisions/s = 3 x requests/s. Each cell's
 `stages_ms` gives p50/p99/mean of the server's stages per answered request (its Server-Timing header: http, queue,
@@ -54,7 +59,10 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, HERE)
+sys.path.insert(1, REPO)  # the working tree's laya, as the server runs it
 from _env import cpu_model, cpu_sample, git_revision, package_version, usable_cores  # noqa: E402
+
+from laya.serve.limits import MAX_BATCH_STATES, MAX_QUESTIONS  # noqa: E402 - torch-free
 
 QUESTIONS = {
     "intent": {"type": "choice", "instructions": "What does the customer want?",
@@ -68,6 +76,37 @@ TOPICS = ["refund for a broken blender", "login fails after the update", "invoic
           "password reset mail never comes", "app crashes when uploading photos"]
 STATES = [f"Ticket {i}: {TOPICS[i % len(TOPICS)]}. " + "The customer explains the problem at length. " * (1 + i % 4)
           for i in range(32)]
+SINGLE, BATCH = "/v1/systemone", "/v1/systemone/batch"
+SERVER_MAX_QUEUE_ROWS = 100000  # the server's default 4096 is exactly one 64 x 64 batch: a request beside it is 503
+# the fairness cell's big request: the most states and questions one batch request may carry, ticket-like
+FAIR_POINTS = ["a refund", "a damaged delivery", "a login problem", "a billing error", "a cancellation",
+               "a double charge", "a missing email", "an app crash", "a legal threat", "a competitor",
+               "a deadline", "a premium account", "personal data", "a security issue", "a repeat contact",
+               "a wrong address"]
+
+
+def fairness_questions() -> dict:
+    out = {}
+    for i in range(MAX_QUESTIONS):
+        point, kind = FAIR_POINTS[i % len(FAIR_POINTS)], i * 4 // MAX_QUESTIONS
+        if kind == 0:
+            out[f"mentions_{i}"] = {"type": "noul", "instructions": f"Does the ticket mention {point}?"}
+        elif kind == 1:
+            out[f"act_today_{i}"] = {"type": "noul", "instructions": f"Must an agent act on {point} today?",
+                                     "labels": {"false": "can wait", "true": "today"}}
+        elif kind == 2:
+            out[f"weight_{i}"] = {"type": "score", "instructions": f"How central is {point} to the ticket?",
+                                  "criteria": ["absent", "mentioned", "central"]}
+        else:
+            out[f"owner_{i}"] = {"type": "choice", "instructions": f"Which team should handle {point}?",
+                                 "criteria": {"support": "first-line help", "billing": "money and invoices",
+                                              "engineering": "bugs and outages"}}
+    return out
+
+
+BIG_STATES = [f"Ticket {i}: {TOPICS[i % len(TOPICS)]}. " + "The customer explains the problem at length. " * (1 + i % 4)
+              + f"Order {1000 + 37 * i}, contacted us {1 + i % 5} times." for i in range(MAX_BATCH_STATES)]
+BIG_ROWS = MAX_BATCH_STATES * MAX_QUESTIONS
 BUNDLED = {"laya-mini": os.path.join(REPO, "laya", "laya_mini")}  # --shapes laya-mini: the shipped trained checkpoint
 WEIGHT_STD = {"tiny": 0.3}  # sharp answers on the tiny test shape; the published-like 0.02 elsewhere
 
@@ -141,13 +180,17 @@ def get_json(port: int, path: str, timeout: float = 5.0) -> dict:
         return json.loads(r.read())
 
 
+ENGINE_LABEL = {"auto": "", "on": "+engine", "off": "+inproc"}
+
+
 def start_server(checkpoint: str, port: int, backend: str, batching: bool, args: argparse.Namespace,
-                 log_path: str, ready_timeout: float) -> subprocess.Popen:
+                 log_path: str, ready_timeout: float, engine: str = "auto") -> subprocess.Popen:
     cmd = [sys.executable, "-m", "laya.serve", "--host", "127.0.0.1", "--port", str(port),
            "--threads", str(args.server_threads), "--backend", backend,
            "--model", f"bench={checkpoint}", "--default-model", "bench", "--models", "bench", "--device", args.device,
-           "--max-concurrent", str(args.server_max_concurrent), "--max-queue-rows", "100000", "--log-level", "warning",
-           "--batch-window-ms", str(args.window_ms)]
+           "--max-concurrent", str(args.server_max_concurrent), "--max-queue-rows", str(SERVER_MAX_QUEUE_ROWS),
+           "--log-level", "warning",
+           "--batch-window-ms", str(args.window_ms), "--engine-process", engine]
     if args.max_batch_rows:
         cmd += ["--max-batch-rows", str(args.max_batch_rows)]
     if args.max_batch_tokens:
@@ -276,17 +319,20 @@ class Connection:
 
 
 BODIES = [json.dumps({"state": s, "questions": QUESTIONS, "model": "bench"}).encode() for s in STATES]
+SMALL_BODIES = [json.dumps({"state": s, "questions": {"urgent": QUESTIONS["urgent"]}, "model": "bench"}).encode()
+                for s in STATES]
+BIG_BODIES = [json.dumps({"states": BIG_STATES, "questions": fairness_questions(), "model": "bench"}).encode()]
 
 
-async def send(conn: Connection, i: int) -> int:
+async def send(conn: Connection, i: int, bodies: list[bytes] = BODIES, path: str = SINGLE) -> int:
     try:
-        return await conn.post("/v1/systemone", BODIES[i % len(BODIES)])
+        return await conn.post(path, bodies[i % len(bodies)])
     except (OSError, asyncio.IncompleteReadError, ValueError, IndexError):
         await conn.close()
         return 0
 
 
-async def warm_up(conns: list[Connection], requests: int, seconds: float) -> None:
+async def warm_up(conns: list[Connection], requests: int, seconds: float, bodies: list[bytes] = BODIES) -> None:
     """Closed-loop requests before timing (graph captures, allocator growth); fresh connections afterwards."""
     budget, deadline = [requests], time.perf_counter() + seconds
 
@@ -294,7 +340,7 @@ async def warm_up(conns: list[Connection], requests: int, seconds: float) -> Non
         i = k
         while budget[0] > 0 and time.perf_counter() < deadline:
             budget[0] -= 1
-            await send(conns[k], i)
+            await send(conns[k], i, bodies)
             i += len(conns)
 
     await asyncio.gather(*(client(k) for k in range(len(conns))))
@@ -334,7 +380,8 @@ def stage_breakdown(latencies: list[float], timings: list[str | None]) -> dict:
     return out
 
 
-def summary(latencies: list[float], sent: int, errors: int, wall: float, timings: list | None = None) -> dict:
+def summary(latencies: list[float], sent: int, errors: int, wall: float, timings: list | None = None,
+            decisions: int = DECISIONS_PER_REQUEST) -> dict:
     stages = stage_breakdown(latencies, timings) if timings else {}
     lat = sorted(latencies)
 
@@ -343,7 +390,7 @@ def summary(latencies: list[float], sent: int, errors: int, wall: float, timings
 
     return {"requests": sent, "ok": len(lat), "errors": errors, "seconds": round(wall, 3),
             "requests_per_s": round(len(lat) / wall, 1) if wall > 0 else 0.0,
-            "decisions_per_s": round(DECISIONS_PER_REQUEST * len(lat) / wall, 1) if wall > 0 else 0.0,
+            "decisions_per_s": round(decisions * len(lat) / wall, 1) if wall > 0 else 0.0,
             "p50_ms": pct(0.50), "p99_ms": pct(0.99), "max_ms": round(lat[-1] * 1000, 2) if lat else None,
             "mean_ms": round(statistics.mean(lat) * 1000, 2) if lat else None, "stages_ms": stages}
 
@@ -381,18 +428,15 @@ async def closed_loop(port: int, clients: int, max_requests: int, max_seconds: f
             **summary(latencies, counts["sent"], counts["errors"], wall, timings)}
 
 
-async def paced(port: int, clients: int, rate_dps: float, seconds: float, warmup: int, warmup_seconds: float) -> dict:
+async def schedule(conns: list[Connection], rate_rps: float, seconds: float, bodies: list[bytes]) -> tuple:
     """Requests on a fixed schedule (request j at start + j / rate, sent by client j mod C); each latency counts
-    from the scheduled start, so falling behind shows in p99. Throughput is answered requests over the schedule's
-    span; requests still unsent 1.5 x seconds after the start count as not sent (and fail the goal)."""
-    conns = [Connection(port) for _ in range(clients)]
-    if warmup:  # warmup=0: a cold cell, timed from the first request the server ever answers
-        await warm_up(conns, max(warmup, clients), warmup_seconds)
-    rate_rps = rate_dps / DECISIONS_PER_REQUEST
+    from the scheduled start, so falling behind shows in p99. Requests still unsent 1.5 x seconds after the start
+    count as not sent. Returns (latencies, timings, counts, start, total)."""
+    clients = len(conns)
     total = max(1, int(rate_rps * seconds))
     latencies: list[float] = []
     timings: list[str | None] = []
-    counts = {"sent": 0, "errors": 0, "ends": []}
+    counts = {"sent": 0, "errors": 0, "ends": [], "statuses": {}}
     start = time.perf_counter() + 0.05
     give_up = start + 1.5 * seconds
 
@@ -404,7 +448,7 @@ async def paced(port: int, clients: int, rate_dps: float, seconds: float, warmup
                 return
             if scheduled > now:
                 await asyncio.sleep(scheduled - now)
-            status = await send(conns[k], j)
+            status = await send(conns[k], j, bodies)
             end = time.perf_counter()
             counts["sent"] += 1
             counts["ends"].append(end)
@@ -413,14 +457,87 @@ async def paced(port: int, clients: int, rate_dps: float, seconds: float, warmup
                 timings.append(conns[k].timing)
             else:
                 counts["errors"] += 1
+                counts["statuses"][str(status)] = counts["statuses"].get(str(status), 0) + 1
 
     await asyncio.gather(*(client(k) for k in range(clients)))
+    return latencies, timings, counts, start, total
+
+
+async def paced(port: int, clients: int, rate_dps: float, seconds: float, warmup: int, warmup_seconds: float) -> dict:
+    """The paced cell: throughput is answered requests over the schedule's span."""
+    conns = [Connection(port) for _ in range(clients)]
+    if warmup:  # warmup=0: a cold cell, timed from the first request the server ever answers
+        await warm_up(conns, max(warmup, clients), warmup_seconds)
+    rate_rps = rate_dps / DECISIONS_PER_REQUEST
+    latencies, timings, counts, start, total = await schedule(conns, rate_rps, seconds, BODIES)
     span = total / rate_rps  # the schedule's length: a server that keeps up answers `total` within it
     for c in conns:
         await c.close()
     cell = {"mode": "rate", "clients": clients, **summary(latencies, counts["sent"], counts["errors"], span, timings)}
     cell.update(offered_decisions_per_s=rate_dps, scheduled=total, not_sent=total - counts["sent"],
                 last_answer_s=round(max(counts["ends"], default=start) - start, 3))
+    return cell
+
+
+async def fairness(port: int, clients: int, rate_rps: float, seconds: float, warmup: int, warmup_seconds: float,
+                   goal_p99_ms: float) -> dict:
+    """Paced 1-question requests while one client keeps a 64 x 64 batch request in flight, back to back."""
+    big = Connection(port)
+    conns = [Connection(port) for _ in range(clients)]
+    if warmup:  # the batch's pass shapes (graph captures, allocator growth) are not timed either
+        try:  # its first passes are the point; a slow box need not wait for all 4,096 rows
+            await asyncio.wait_for(send(big, 0, BIG_BODIES, BATCH), warmup_seconds)
+        except asyncio.TimeoutError:
+            pass
+        await big.close()
+        await warm_up(conns, max(warmup, clients), warmup_seconds, SMALL_BODIES)
+    batches: list[tuple] = []  # (sent, answered, status, Server-Timing) of each big request
+    flight = {"since": None, "running": True}
+
+    async def background() -> None:
+        while flight["running"]:
+            flight["since"] = t0 = time.perf_counter()
+            status = await send(big, 0, BIG_BODIES, BATCH)
+            flight["since"] = None
+            batches.append((t0, time.perf_counter(), status, big.timing))
+
+    task = asyncio.create_task(background())
+    await asyncio.sleep(0.2)  # the batch is queued before the first 1-question request is due
+    latencies, timings, counts, start, total = await schedule(conns, rate_rps, seconds, SMALL_BODIES)
+    span = total / rate_rps
+    flight["running"] = False
+    longest = max((e - s for s, e, _, _ in batches), default=seconds)
+    try:  # the batch in flight is let finish, within reason
+        await asyncio.wait_for(task, 5.0 + 2 * longest)
+        unfinished = None
+    except asyncio.TimeoutError:
+        unfinished = flight["since"]
+    for c in (big, *conns):
+        await c.close()
+    window_end = start + span
+    intervals = [(s, e) for s, e, _, _ in batches] + ([(unfinished, time.perf_counter())] if unfinished else [])
+    busy = sum(max(0.0, min(e, window_end) - max(s, start)) for s, e in intervals)
+    ok = [b for b in batches if b[2] == 200]
+    lat = sorted(e - s for s, e, _, _ in ok)
+    errors = len(batches) - len(ok)
+    batch = {"states": MAX_BATCH_STATES, "questions": MAX_QUESTIONS, "rows": BIG_ROWS, "route": BATCH,
+             "sent": len(intervals), "completed": len(ok), "errors": errors, "unfinished": int(bool(unfinished)),
+             "error_statuses": sorted({str(b[2]) for b in batches if b[2] != 200}),
+             "p50_ms": round(lat[len(lat) // 2] * 1000, 1) if lat else None,
+             "min_ms": round(lat[0] * 1000, 1) if lat else None, "max_ms": round(lat[-1] * 1000, 1) if lat else None,
+             "latencies_ms": [round((e - s) * 1000, 1) for s, e, st, _ in ok][:200],
+             "rows_per_s": round(BIG_ROWS * len(ok) / (ok[-1][1] - ok[0][0]), 1) if ok else None,
+             "busy_pct": round(100 * busy / span, 1) if span > 0 else None,
+             "stages_ms": stage_breakdown([e - s for s, e, _, _ in ok], [b[3] for b in ok])}
+    cell = {"mode": "fairness", "clients": clients,
+            **summary(latencies, counts["sent"], counts["errors"], span, timings, decisions=1)}
+    cell.update(questions_per_request=1, offered_requests_per_s=rate_rps, scheduled=total,
+                not_sent=total - counts["sent"], error_statuses=counts["statuses"],
+                last_answer_s=round(max(counts["ends"], default=start) - start, 3), batch=batch,
+                server_max_queue_rows=SERVER_MAX_QUEUE_ROWS, goal_p99_ms=goal_p99_ms)
+    # met only if the batch really ran beside them and nothing failed on either side
+    cell["met"] = bool(cell["p99_ms"] is not None and cell["p99_ms"] <= goal_p99_ms and not cell["errors"]
+                       and not cell["not_sent"] and not errors and busy > 0)
     return cell
 
 
@@ -442,10 +559,12 @@ class Run:
                         "usable_cores": usable_cores(), "platform": platform.platform()},
             "versions": versions(), "device": args.device, "shapes": {},
             "settings": {k: v for k, v in vars(args).items() if k not in ("out", "checkpoint_dir", "log_dir")},
-            "goal": {"decisions_per_s": args.goal_dps, "p99_ms": args.goal_p99_ms, "clients": args.goal_clients},
+            "goal": {"decisions_per_s": args.goal_dps, "p99_ms": args.goal_p99_ms, "clients": args.goal_clients,
+                     "fairness_p99_ms": args.fairness_goal_p99_ms if args.fairness else None},
         }
         self.result["settings"].update(questions_per_request=DECISIONS_PER_REQUEST,
                                        server="uvicorn, one process, one inference worker",
+                                       server_max_queue_rows=SERVER_MAX_QUEUE_ROWS,
                                        client="asyncio HTTP/1.1 keep-alive, one connection per client")
 
     def remaining(self) -> float:
@@ -458,13 +577,18 @@ class Run:
         keys = dict.fromkeys((c["shape"], c["backend"]) for c in self.cells)
         for shape, backend in keys:
             mine = [c for c in self.cells if c["shape"] == shape and c["backend"] == backend and c["batching"]
-                    and c["clients"] == self.args.goal_clients]
+                    and c["clients"] == self.args.goal_clients and c["mode"] != "fairness"]
             for cell in mine:
                 met = (cell["decisions_per_s"] >= self.args.goal_dps and cell["p99_ms"] is not None
                        and cell["p99_ms"] <= self.args.goal_p99_ms and not cell["errors"]
                        and not cell.get("not_sent"))
                 out.append({"shape": shape, "backend": backend, "mode": cell["mode"],
                             "decisions_per_s": cell["decisions_per_s"], "p99_ms": cell["p99_ms"], "met": met})
+            for cell in self.cells:
+                if (cell["shape"], cell["backend"], cell["mode"]) == (shape, backend, "fairness"):
+                    out.append({"shape": shape, "backend": backend, "mode": "fairness", "p99_ms": cell["p99_ms"],
+                                "goal_p99_ms": cell["goal_p99_ms"], "batches": cell["batch"]["completed"],
+                                "met": cell["met"]})
         return out
 
     def save(self) -> None:
@@ -488,10 +612,10 @@ class Run:
         os.replace(tmp, self.out)
 
     def table(self) -> str:
-        lines = [f"{'shape':6s} {'backend':8s} {'batch':5s} {'mode':6s} {'clients':>7s} {'dec/s':>9s} {'req/s':>8s} "
+        lines = [f"{'shape':6s} {'backend':8s} {'batch':5s} {'mode':8s} {'clients':>7s} {'dec/s':>9s} {'req/s':>8s} "
                  f"{'p50 ms':>8s} {'p99 ms':>8s} {'err':>4s} {'st/fwd':>6s}"]
         for c in self.cells:
-            lines.append(f"{c['shape']:6s} {c['backend']:8s} {'on' if c['batching'] else 'off':5s} {c['mode']:6s} "
+            lines.append(f"{c['shape']:6s} {c['backend']:8s} {'on' if c['batching'] else 'off':5s} {c['mode']:8s} "
                          f"{c['clients']:7d} {c['decisions_per_s']:9.1f} {c['requests_per_s']:8.1f} "
                          f"{c['p50_ms'] if c['p50_ms'] is not None else '-':>8} "
                          f"{c['p99_ms'] if c['p99_ms'] is not None else '-':>8} {c['errors']:4d} "
@@ -500,28 +624,35 @@ class Run:
                 f"{self.args.goal_clients} clients (judged on the paced 'rate' cell; a closed loop of C clients "
                 "waits C / req/s on average)")
         lines.append(goal)
-        for v in self.verdicts():
+        verdicts = self.verdicts()
+        for v in verdicts:
+            if v["mode"] == "fairness":
+                lines.append(f"  {v['shape']}/{v['backend']} fairness: 1-question p99 {v['p99_ms']} ms beside "
+                             f"{v['batches']} 64x64 batches (goal <= {v['goal_p99_ms']:g} ms) -> "
+                             f"{'MET' if v['met'] else 'not met'}")
+                continue
             lines.append(f"  {v['shape']}/{v['backend']} {v['mode']:6s}: {v['decisions_per_s']:.1f} dec/s, "
                          f"p99 {v['p99_ms']} ms -> {'MET' if v['met'] else 'not met'}")
-        if not self.verdicts():
+        if not any(v["mode"] != "fairness" for v in verdicts):
             lines.append(f"  no batching-on cell with {self.args.goal_clients} clients was measured")
         for s in self.skipped:
             lines.append(f"  skipped: {s}")
         return "\n".join(lines)
 
 
-def run_server(run: Run, shape: str, checkpoint: str, backend: str, batching: bool, log_dir: str) -> None:
+def run_server(run: Run, shape: str, checkpoint: str, backend: str, batching: bool, log_dir: str,
+               engine: str = "auto") -> None:
     args = run.args
     cell_need = args.max_seconds + 10
     if run.remaining() < cell_need + 15:
         run.skipped.append(f"{shape}/{backend}/batching {'on' if batching else 'off'}: out of time budget")
         return
     port = free_port()
-    log_path = os.path.join(log_dir, f"server_{shape}_{backend}_{'on' if batching else 'off'}.log")
+    log_path = os.path.join(log_dir, f"server_{shape}_{backend}_{'on' if batching else 'off'}_{engine}.log")
     started = time.monotonic()
     try:
         proc = start_server(checkpoint, port, backend, batching, args, log_path,
-                            min(args.ready_timeout, run.remaining() - cell_need))
+                            min(args.ready_timeout, run.remaining() - cell_need), engine)
     except (RuntimeError, TimeoutError) as e:
         run.skipped.append(f"{shape}/{backend}/batching {'on' if batching else 'off'}: {e}")
         print(f"{shape} {backend}: {e}", flush=True)
@@ -529,17 +660,20 @@ def run_server(run: Run, shape: str, checkpoint: str, backend: str, batching: bo
         return
     try:
         health = get_json(port, "/health")
-        run.servers.append({"shape": shape, "backend_asked": backend, "batching": batching,
+        run.servers.append({"shape": shape, "backend_asked": backend, "batching": batching, "engine_process": engine,
                             "ready_s": round(time.monotonic() - started, 1), "device": health.get("device"),
                             "backends": health.get("backends"), "cpu_fallbacks": health.get("cpu_fallbacks"),
                             "batching_settings": health.get("batching"), "log": os.path.basename(log_path)})
         installed = (health.get("backends") or {}).get("bench") or backend
+        installed += ENGINE_LABEL[engine]  # cells of one backend with and without the engine process stay apart
         # the paced cell (the goal's) first: a run cut short by its time budget still has it
         plan = [("rate", args.rate_clients, rate) for rate in args.rate_dps] if batching else []
+        plan += [("fairness", args.fairness_clients, None)] if batching and args.fairness else []
         plan += [("closed", c, None) for c in args.clients]
         cold_done = False
         for mode, clients, rate in plan:
-            if run.remaining() < cell_need:
+            need = args.fairness_seconds + 30 if mode == "fairness" else cell_need
+            if run.remaining() < need:
                 run.skipped.append(f"{shape}/{installed}/batching {'on' if batching else 'off'}/{mode} {clients} "
                                    "clients: out of time budget")
                 continue
@@ -548,6 +682,9 @@ def run_server(run: Run, shape: str, checkpoint: str, backend: str, batching: bo
             cpu_before = (cpu_sample(), process_cpu(proc.pid))
             if mode == "closed":
                 cell = asyncio.run(closed_loop(port, clients, args.max_requests, args.max_seconds, args.warmup, warm_s))
+            elif mode == "fairness":
+                cell = asyncio.run(fairness(port, clients, args.fairness_rate, args.fairness_seconds, args.warmup,
+                                            warm_s, args.fairness_goal_p99_ms))
             else:
                 warmup = 0 if args.cold and not cold_done else args.warmup
                 cold_done = True
@@ -557,14 +694,25 @@ def run_server(run: Run, shape: str, checkpoint: str, backend: str, batching: bo
             after = scrape(port)
             forwards = after["laya_batch_items_count"] - before["laya_batch_items_count"]
             items = after["laya_batch_items_sum"] - before["laya_batch_items_sum"]
-            cell.update(shape=shape, backend=installed, batching=batching,
+            cell.update(shape=shape, backend=installed, batching=batching, engine_process=engine,
                         mean_states_per_forward=round(items / forwards, 2) if forwards else None,
                         loadavg_1m=round(os.getloadavg()[0], 2), cpu_share=cpu)
             run.cells.append(cell)
             run.save()
-            print(f"{shape:5s} {installed:8s} batching={'on ' if batching else 'off'} {mode:6s} clients={clients:4d} "
-                  f"{cell['decisions_per_s']:9.1f} dec/s  p50 {cell['p50_ms']} ms  p99 {cell['p99_ms']} ms  "
-                  f"errors {cell['errors']}  states/forward {cell['mean_states_per_forward']}", flush=True)
+            if mode == "fairness":
+                b = cell["batch"]
+                verdict = "MET" if cell["met"] else "not met"
+                print(f"{shape:5s} {installed:8s} batching=on  fairness 1q at {args.fairness_rate:g}/s: "
+                      f"{cell['ok']} ok, p50 {cell['p50_ms']} ms  p99 {cell['p99_ms']} ms  max {cell['max_ms']} ms  "
+                      f"errors {cell['errors']} (goal p99 <= {cell['goal_p99_ms']:g} ms: {verdict})"
+                      f"; 64x64 batches {b['completed']} done ({b['unfinished']} cut off), p50 {b['p50_ms']} ms, "
+                      f"max {b['max_ms']} ms, in flight {b['busy_pct']}% of the window, errors {b['errors']}",
+                      flush=True)
+            else:
+                print(f"{shape:5s} {installed:8s} batching={'on ' if batching else 'off'} {mode:6s} "
+                      f"clients={clients:4d} {cell['decisions_per_s']:9.1f} dec/s  p50 {cell['p50_ms']} ms  "
+                      f"p99 {cell['p99_ms']} ms  errors {cell['errors']}  states/forward "
+                      f"{cell['mean_states_per_forward']}", flush=True)
             if cell["stages_ms"]:
                 stages = {k: v for k, v in cell["stages_ms"].items() if k != "tail"}
                 tail = cell["stages_ms"]["tail"]
@@ -583,6 +731,8 @@ def main() -> int:
     p.add_argument("--backends", default="eager", help="server --backend values, in order (eager, compile, "
                    "tilelang, auto)")
     p.add_argument("--batching", default="off,on", help="off, on or off,on")
+    p.add_argument("--engine-process", default="auto", help="server --engine-process values, in order (auto, on, "
+                   "off; e.g. off,on for an A/B of the forward in a child process)")
     p.add_argument("--clients", default="1,8,32,128", help="closed-loop client counts")
     p.add_argument("--rate-dps", default="", help="paced cells: decisions/s offered, comma-separated (none: no paced cell)")
     p.add_argument("--cold", action="store_true",
@@ -592,6 +742,14 @@ def main() -> int:
     p.add_argument("--goal-dps", type=float, default=1000.0)
     p.add_argument("--goal-p99-ms", type=float, default=50.0)
     p.add_argument("--goal-clients", type=int, default=128)
+    p.add_argument("--fairness", action="store_true", help="a fairness cell per batching-on server: paced "
+                   "1-question requests while a 64-state x 64-question batch request is kept in flight")
+    p.add_argument("--fairness-seconds", type=float, default=12.0, help="the fairness cell's schedule (after warm-up)")
+    p.add_argument("--fairness-rate", type=float, default=20.0, help="1-question requests/s in the fairness cell")
+    p.add_argument("--fairness-clients", type=int, default=32, help="connections the 1-question requests go over "
+                   "(enough that one slow answer does not hold the next scheduled send)")
+    p.add_argument("--fairness-goal-p99-ms", type=float, default=None,
+                   help="the 1-question p99 goal (default 100 ms on cuda, 2000 ms on cpu)")
     p.add_argument("--max-requests", type=int, default=3000, help="per closed-loop cell (after warm-up)")
     p.add_argument("--max-seconds", type=float, default=12.0, help="per cell (after warm-up)")
     p.add_argument("--warmup", type=int, default=20, help="requests per cell before timing (at least one per client)")
@@ -616,10 +774,14 @@ def main() -> int:
     args.clients = [int(c) for c in args.clients.split(",") if c.strip()]
     args.batching = [{"off": False, "on": True}[b.strip()] for b in args.batching.split(",") if b.strip()]
     args.rate_dps = [float(r) for r in args.rate_dps.split(",") if r.strip() and float(r) > 0]
+    if args.fairness_goal_p99_ms is None:
+        args.fairness_goal_p99_ms = 100.0 if args.device.startswith("cuda") else 2000.0
     if args.server_max_concurrent <= 0:  # each client has at most one request in flight
-        args.server_max_concurrent = 2 * max([*args.clients, args.rate_clients if args.rate_dps else 0, 8])
+        args.server_max_concurrent = 2 * max([*args.clients, args.rate_clients if args.rate_dps else 0,
+                                              args.fairness_clients + 1 if args.fairness else 0, 8])
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    engines = [e.strip() for e in args.engine_process.split(",") if e.strip()]
     started = dt.datetime.now(dt.timezone.utc)
     out = args.out or os.path.join(HERE, "results", f"serve_{args.device.split(':')[0]}_{started:%Y-%m-%d}.json")
 
@@ -640,7 +802,8 @@ def main() -> int:
                 run.result["shapes"][shape] = checkpoint_shape(path)
                 for backend in backends:
                     for batching in args.batching:
-                        run_server(run, shape, path, backend, batching, log_dir)
+                        for engine in engines:
+                            run_server(run, shape, path, backend, batching, log_dir, engine)
     finally:
         run.save()
         print(f"wrote {out}")
