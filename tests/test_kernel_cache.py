@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import types
 
 import pytest
 
@@ -160,3 +161,26 @@ def test_two_processes_racing_on_one_entry_both_succeed(tmp_path):
     (path,) = entry_files(store)
     assert store.load(os.path.basename(path)[:-5], "c", K.CPU_COMPILE_FLAGS) is not None
     assert not [f for f in os.listdir(os.path.dirname(path)) if f.endswith(".tmp")]
+
+
+def test_a_freshly_compiled_kernel_calls_its_exported_host_library(tmp_path, monkeypatch):
+    """_linked: a TVM-FFI kernel compiled in this process swaps its unlinked Executable (which links again at its
+    first call, seconds on the H200) for the library its TileLang cache entry exported; anything else is kept."""
+    pytest.importorskip("tilelang")
+    from tilelang import tvm
+
+    loaded = []
+    monkeypatch.setattr(tvm.runtime, "load_module", lambda path: loaded.append(path) or ("module", path))
+
+    def kernel(entry, executable):
+        return types.SimpleNamespace(adapter=types.SimpleNamespace(executable=executable), _tilelang_cache_path=entry)
+
+    unlinked = tvm.runtime.Executable.__new__(tvm.runtime.Executable)
+    (tmp_path / "executable.so").write_bytes(b"\x7fELF")
+    fresh = K._linked(kernel(str(tmp_path), unlinked))
+    assert fresh.adapter.executable == ("module", str(tmp_path / "executable.so"))
+    assert K._linked(kernel(str(tmp_path / "gone"), unlinked)).adapter.executable is unlinked  # no library: as it was
+    assert K._linked(kernel(None, unlinked)).adapter.executable is unlinked  # not from TileLang's cache
+    from_cache = ("module", "already loaded")
+    assert K._linked(kernel(str(tmp_path), from_cache)).adapter.executable is from_cache
+    assert loaded == [str(tmp_path / "executable.so")]
