@@ -16,13 +16,7 @@ httpx = pytest.importorskip("httpx")
 from laya.serve import ServeConfig, create_app  # noqa: E402
 from laya.serve.config import from_args  # noqa: E402
 from laya.serve.engine import engine_wanted  # noqa: E402
-
-TRIAGE = {
-    "intent": {"type": "choice", "instructions": "What does the customer want?",
-               "criteria": {"refund": "money back", "bug": "something is broken", "other": None}},
-    "severity": {"type": "score", "instructions": "How severe is it?", "criteria": ["low", "medium", "high"]},
-    "escalate": {"type": "noul", "instructions": "Should a human take over?"},
-}
+from test_serve_batching import TRIAGE  # noqa: E402
 BODIES = [
     ("/v1/systemone", {"state": "I was charged twice for my order, please refund", "questions": TRIAGE}),
     ("/v1/systemone", {"state": {"ticket": "login broken since the update", "id": 7}, "questions": TRIAGE,
