@@ -1,8 +1,8 @@
 """The CPU paths end to end through `predict`: fp32 eager (baseline) vs eager bf16 autocast, ONNX fp32, ONNX INT8.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_cpu.py [--shapes tiny,base] [--exporter dynamo|legacy]
-        [--no-int8] [--int8-per-tensor] [--no-bf16] [--unfused] [--checkpoint-dir DIR] [--out PATH] [--wait-quiet S]
-        [--rounds-scale F] [--threads N]
+        [--no-int8] [--int8-per-tensor] [--int8-last-layers N] [--no-bf16] [--unfused] [--checkpoint-dir DIR]
+        [--out PATH] [--wait-quiet S] [--rounds-scale F] [--threads N]
 
 Cases: 1 state x 3 questions (`predict`) and 16 states x 3 questions (`predict_batch`), on the `tiny`
 and `base` (mmBERT-base shape, ~600 MB fp16) random checkpoints of scripts/make_checkpoint.py, built
@@ -107,7 +107,8 @@ def has_fused_attention(path: str) -> bool:
     return any(n.op_type == "MultiHeadAttention" for n in onnx.load(path, load_external_data=False).graph.node)
 
 
-def prepare(shape: str, root: str, exporter: str, int8: bool, per_tensor: bool = False, unfused: bool = False) -> dict:
+def prepare(shape: str, root: str, exporter: str, int8: bool, per_tensor: bool = False, unfused: bool = False,
+            last_layers: int | None = None) -> dict:
     """Checkpoint + graphs for one shape (reused when already in `root`): laya.onnx as export_module
     writes it (attention fused), its INT8 copies, and with `unfused` the exporter's own graph too."""
     import laya
@@ -136,15 +137,19 @@ def prepare(shape: str, root: str, exporter: str, int8: bool, per_tensor: bool =
     if unfused:
         info["graphs"]["onnx_fp32_unfused"] = plain
     if int8:
-        variants = {"onnx_int8": (graph, export.int8_output_path(graph), True)}
+        variants = {"onnx_int8": (graph, export.int8_output_path(graph), True, None)}
         if unfused:
-            variants["onnx_int8_unfused"] = (plain, export.int8_output_path(plain), True)
+            variants["onnx_int8_unfused"] = (plain, export.int8_output_path(plain), True, None)
         if per_tensor:
-            variants["onnx_int8_per_tensor"] = (graph, graph.replace(".onnx", ".int8pt.onnx"), False)
-        for name, (src, q, per_channel) in variants.items():
-            if not os.path.isfile(q) or export.int8_settings(q).get("per_channel") != str(per_channel):
+            variants["onnx_int8_per_tensor"] = (graph, graph.replace(".onnx", ".int8pt.onnx"), False, None)
+        if last_layers:
+            variants[f"onnx_int8_last{last_layers}"] = (graph, graph.replace(".onnx", f".int8last{last_layers}.onnx"),
+                                                        True, last_layers)
+        for name, (src, q, per_channel, last) in variants.items():
+            settings = export.int8_settings(q) if os.path.isfile(q) else {}
+            if (settings.get("per_channel"), settings.get("last_layers")) != (str(per_channel), str(last or "all")):
                 started = time.perf_counter()
-                export.quantize_model(src, q, per_channel=per_channel)
+                export.quantize_model(src, q, per_channel=per_channel, last_layers=last)
                 info.setdefault("quantize_s", {})[name] = time.perf_counter() - started
             info["graphs"][name] = q
             info.setdefault("int8_settings", {})[name] = export.int8_settings(q)
@@ -230,7 +235,8 @@ def bench_shape(shape: str, root: str, args: argparse.Namespace) -> dict:
     from laya.device import describe
     from laya.onnx_agent import ONNXAgent
 
-    info = prepare(shape, root, args.exporter, not args.no_int8, args.int8_per_tensor, args.unfused)
+    info = prepare(shape, root, args.exporter, not args.no_int8, args.int8_per_tensor, args.unfused,
+                   args.int8_last_layers)
     import torch
 
     threads = torch.get_num_threads()  # the same thread count for both runtimes
@@ -275,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exporter", default="dynamo", choices=("dynamo", "legacy"))
     parser.add_argument("--no-int8", action="store_true")
     parser.add_argument("--int8-per-tensor", action="store_true", help="also time an INT8 graph with per-tensor scales")
+    parser.add_argument("--int8-last-layers", type=int, default=None, metavar="N",
+                        help="also time an INT8 graph quantised in its last N encoder layers only (the rest fp32)")
     parser.add_argument("--no-bf16", action="store_true", help="skip the eager bf16 autocast runner")
     parser.add_argument("--unfused", action="store_true",
                         help="also time the graphs without the attention fusion (fp32 and INT8)")

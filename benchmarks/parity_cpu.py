@@ -1,9 +1,11 @@
 """Answer parity of the reduced-precision CPU paths against fp32 eager: 288 questions (benchmarks/parity.py's set).
 
     HF_HUB_OFFLINE=1 .venv-test/bin/python benchmarks/parity_cpu.py [--model DIR] [--graph-dir DIR] [--json PATH]
+        [--int8-last-layers N]
 
 Candidates: eager under bf16 autocast, the ONNX fp32 graph, and INT8 graphs with per-channel (the
-export default) and per-tensor weight scales. Reference: the fp32 eager Agent (the published default).
+export default) and per-tensor weight scales; with --int8-last-layers N also one quantised in its last N
+encoder layers only. Reference: the fp32 eager Agent (the published default).
 Per question type: max |dp| vs fp32 (every option probability; a noul question gives P(true)) and
 argmax flips on rows where fp32's top-1 minus top-2 exceeds 0.05. A path passes (issue 30's rule
 for letting `auto` choose it) when max |dp| <= 0.03 and no such argmax flips.
@@ -48,8 +50,8 @@ def compare(reference: list[dict], candidate: list[dict]) -> dict:
     return stats
 
 
-def graphs(model: str, root: str) -> dict:
-    """fp32 / INT8 per-channel / INT8 per-tensor graphs of `model` in `root` (made once)."""
+def graphs(model: str, root: str, last_layers: int | None = None) -> dict:
+    """fp32 / INT8 per-channel / INT8 per-tensor (/ INT8 last N layers) graphs of `model` in `root` (made once)."""
     import laya
     from laya.export import onnx as export
 
@@ -62,6 +64,9 @@ def graphs(model: str, root: str) -> dict:
         export.quantize_model(fp32, out["onnx_int8_per_channel"])
     if not os.path.isfile(out["onnx_int8_per_tensor"]):
         export.quantize_model(fp32, out["onnx_int8_per_tensor"], per_channel=False)
+    if last_layers:
+        tail = os.path.join(root, f"laya.int8last{last_layers}.onnx")
+        out[f"onnx_int8_last{last_layers}"] = export.quantize_model(fp32, tail, last_layers=last_layers)
     return out
 
 
@@ -70,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=None, help="checkpoint directory (default: the bundled laya-mini)")
     parser.add_argument("--graph-dir", default=None, help="where the graphs are exported (default /tmp/laya-parity-cpu/<name>)")
     parser.add_argument("--json", default=None, help="default benchmarks/results/parity_cpu_<date>.json")
+    parser.add_argument("--int8-last-layers", type=int, default=None, metavar="N",
+                        help="also judge an INT8 graph quantised in its last N encoder layers only")
     args = parser.parse_args(argv)
 
     import torch
@@ -88,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--graph-dir {root} is inside the repository; use /tmp")
     os.makedirs(root, exist_ok=True)
     started = time.perf_counter()
-    paths = graphs(model, root)
+    paths = graphs(model, root, args.int8_last_layers)
     states = make_states()
     fp32 = laya.load(model, device="cpu")
     reference = run_set(fp32, states)

@@ -276,19 +276,23 @@ def int8_output_path(path: str) -> str:
 
 
 def quantize_model(src: str, dst: str | None = None, per_channel: bool = True,
-                   reduce_range: bool | None = None) -> str:
+                   reduce_range: bool | None = None, last_layers: int | None = None) -> str:
     """Dynamic INT8 quantisation of the graph's MatMul/Gemm weights (activations stay fp32 and are
     quantised per call, u8 x s8 products: ORT's VNNI/AMX kernels); returns the output path. Check it
     with verify_batch_dynamic(..., prob_atol=INT8_PROB_ATOL, logits_atol=None).
 
     per_channel: one scale per output column (default; same speed as one per matrix, less rounding
     where columns differ in range). reduce_range: 7-bit weights, for CPUs without VNNI/AMX whose u8 x s8
-    path (AVX2 vpmaddubsw) can saturate; None decides from this machine (laya.cpu_features). The
-    choice is written into the graph's metadata (laya.int8.*)."""
+    path (AVX2 vpmaddubsw) can saturate; None decides from this machine (laya.cpu_features).
+    last_layers: quantise only the weight MatMuls of the last N encoder layers, the rest (heads
+    included) stays fp32 (None: every MatMul/Gemm, the default). On laya-mini only N=1 of 6 keeps
+    the parity gate (benchmarks/RESULTS.md, issue 30). The choices are written into the graph's
+    metadata (laya.int8.*)."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     from ..cpu_features import features
+    from .int8_nodes import last_layer_matmuls
 
     dst = dst or int8_output_path(src)
     if os.path.abspath(dst) == os.path.abspath(src):
@@ -297,12 +301,15 @@ def quantize_model(src: str, dst: str | None = None, per_channel: bool = True,
         reduce_range = not features().int8_dot
     # Only the matrix products: quantising Gather (the embedding table) or attention ops adds error for
     # no speed, and the graph's LayerNorm/Softmax stay fp32 either way.
+    nodes = None if last_layers is None else last_layer_matmuls(src, int(last_layers))
+    scope = "all" if last_layers is None else str(int(last_layers))
     quantize_dynamic(src, dst, weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul", "Gemm"],
-                     per_channel=bool(per_channel), reduce_range=bool(reduce_range))
+                     nodes_to_quantize=nodes, per_channel=bool(per_channel), reduce_range=bool(reduce_range))
     model = onnx.load(dst, load_external_data=False)
     onnx.helper.set_model_props(model, {**{p.key: p.value for p in model.metadata_props},
                                         "laya.int8.per_channel": str(bool(per_channel)),
                                         "laya.int8.reduce_range": str(bool(reduce_range)),
+                                        "laya.int8.last_layers": scope,
                                         "laya.int8.quantized_on": features().best_isa})
     onnx.save(model, dst)
     return dst
