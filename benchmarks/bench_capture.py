@@ -11,9 +11,7 @@ and later calls replay. Every call is timed whole (FastLaya's __call__ ends with
 from __future__ import annotations
 
 import argparse
-import cProfile
 import datetime as dt
-import pstats
 import os
 import statistics
 import sys
@@ -41,17 +39,10 @@ def ragged(rows: int, tokens: int, markers: int = 3) -> tuple:
     return ids, mask, pos, torch.ones_like(pos, dtype=torch.bool), torch.zeros(rows, dtype=torch.long)
 
 
-def timed(fast, batch, profile: bool = False) -> float:
-    profiler = cProfile.Profile() if profile else None
+def timed(fast, batch) -> float:
     start = time.perf_counter()
-    if profiler is not None:
-        profiler.enable()
     fast(*batch)
-    ms = (time.perf_counter() - start) * 1000.0
-    if profiler is not None and ms > 200:  # where a first run's seconds go
-        profiler.disable()
-        pstats.Stats(profiler).sort_stats("cumulative").print_stats(18)
-    return ms
+    return (time.perf_counter() - start) * 1000.0
 
 
 def main() -> None:
@@ -61,7 +52,6 @@ def main() -> None:
     ap.add_argument("--replays", type=int, default=20)
     ap.add_argument("--out", default=None)
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--profile-first", action="store_true", help="cProfile each shape's first call when it is slow")
     args = ap.parse_args()
     import laya
     from laya.fast import CAPTURE_AFTER, FastLaya
@@ -77,7 +67,7 @@ def main() -> None:
         batch = ragged(n, tokens)
         plan = fast.plan(n, batch[0].shape[1], batch[1].sum(1).numpy() if n > 1 else None)
         captures = fast.captures
-        eager = [timed(fast, batch, args.profile_first and i == 0) for i in range(CAPTURE_AFTER - 1)]
+        eager = [timed(fast, batch) for _ in range(CAPTURE_AFTER - 1)]
         capture = timed(fast, batch)
         replay = statistics.median(timed(fast, batch) for _ in range(args.replays))
         row = {"shape": shape, "plan": str(plan), "real_tokens": int(batch[1].sum()), "eager_ms": [round(x, 2) for x in eager],

@@ -83,8 +83,8 @@ class _Pipe:
 
 def _child(conn: _Pipe) -> None:
     """The engine's loop: build the router from the front's settings, then answer (op, args) messages."""
-    cfg = conn.recv()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the front decides shutdown
+    cfg = conn.recv()
     logging.basicConfig(level=cfg.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from .app import build_router, run_forward
     from .gc_policy import FrozenHeap

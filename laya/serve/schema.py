@@ -125,7 +125,7 @@ def check_limits(questions: dict, max_choice_options: int = MAX_CHOICE_OPTIONS) 
         raise fail("too_many_total", count=total, limit=MAX_TOTAL_OPTIONS)
 
 
-def _state_text(state: Any) -> str:
+def check_state(state: Any) -> str:
     """The rendered state, once it is known to be within the limit."""
     try:
         text = state_text(state)  # a lone surrogate is answered later, with the published 400
@@ -136,11 +136,6 @@ def _state_text(state: Any) -> str:
     if len(text) > MAX_STATE_CHARS:
         raise fail("state_too_large", count=len(text), limit=MAX_STATE_CHARS)
     return text
-
-
-def check_state(state: Any) -> int:
-    """The rendered state's length, once it is known to be within the limit."""
-    return len(_state_text(state))
 
 
 def _may_be_non_finite(state: Any, text: str) -> bool:
@@ -378,7 +373,7 @@ def parse_single(data: Any, limits: Any, *args: Any) -> Decision:
     questions = data["questions"]
     if not isinstance(questions, dict):
         raise fail("questions_not_object")
-    text = _state_text(data["state"])
+    text = check_state(data["state"])
     check_limits(questions, limits.max_choice_options)
     _check_keys(data, SINGLE_KEYS)
     controls = _controls(data, limits)
@@ -419,7 +414,7 @@ def parse_batch(data: Any, limits: Any, *args: Any) -> list[Decision]:
         raise fail("too_many_states", count=len(states), limit=MAX_BATCH_STATES)
     chars, suspects = [], []
     for index, state in enumerate(states):
-        text = _state_text(state)
+        text = check_state(state)
         chars.append(len(text))
         if _may_be_non_finite(state, text):
             suspects.append(index)
