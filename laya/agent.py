@@ -17,6 +17,7 @@ from .checkpoint import check_weights_file, load_config, load_tokenizer, load_we
     resolve_checkpoint_dir, verify_digests
 from .device import MPS_AMP_MIN_ROWS_DEFAULT, Precision, precision_policy, resolve_device  # noqa: F401 (R-P2-2)
 from .answers import softmax_rows
+from .cpu_bf16 import Bf16Weights
 from .read_write_gate import ReadWriteGate
 from . import backends
 from .backends.base import is_oom
@@ -101,6 +102,7 @@ class Agent(Predictor):
         self._setup_calibration(lang_temperatures, calibration)
 
         self.precision = precision_policy(self.device, self.cfg)
+        self.bf16_weights = Bf16Weights()  # CPU bf16 autocast: Linear weights cast once, not per call
         self.cpu_fallback_count = 0
         self.last_fallback_reason: str | None = None
         self._amp_failures = 0
@@ -259,6 +261,7 @@ class Agent(Predictor):
             if self._amp_failures < _AMP_FAIL_LIMIT or not self.precision.amp_enabled:
                 return
             self.precision = Precision(torch.float32, False, self.precision.mps_amp_min_rows)
+            self.bf16_weights.clear()
         warnings.warn(f"laya: mixed precision failed on {self.device.type} {_AMP_FAIL_LIMIT} times in a row (last: "
                       f"{type(error).__name__}: {error}); those requests ran in float32, and this agent now runs "
                       "in float32 without autocast", RuntimeWarning, stacklevel=6)
@@ -346,7 +349,8 @@ class Agent(Predictor):
                 input_ids = torch.tensor([r + [view.pad_id] * (width - len(r)) for r in rows], device=self.device)
                 mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=self.device)
                 dtype = self.dtype_for(len(chunk))
-                with torch.autocast(self.device.type, dtype=dtype) if dtype != torch.float32 else NO_SCOPE:
+                with torch.autocast(self.device.type, dtype=dtype) if dtype != torch.float32 else NO_SCOPE, \
+                        self.bf16_weights.scope(self.device, dtype):
                     h = encoder(input_ids=input_ids, attention_mask=mask).last_hidden_state
                 m = mask.unsqueeze(-1).to(torch.float32)
                 pooled = (h.float() * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)

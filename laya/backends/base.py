@@ -9,6 +9,7 @@ uninstalling restores whatever was there before.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -43,6 +44,7 @@ class Backend:
     warmup_repeats = 1  # runs of each warm-up shape a forward needs to be ready (graph capture)
     host_inputs = False  # True: the forward takes the collated batch on the host and moves it itself
     own_precision = False  # True: the forward runs in the agent's 16-bit dtype itself: no autocast around it
+    casts_weights_once = False  # True: the eager module tree runs, so CPU bf16 autocast uses cached bf16 weights
     runs_parallel_layout = False  # the parallel option layout (spec 3.9) runs on the eager forward only
 
     def __init__(self, agent: Any):
@@ -139,7 +141,7 @@ class Backend:
                 return self.call(tensors)
             device = agent.device
             try:
-                with torch.autocast(device.type, dtype=dtype):
+                with torch.autocast(device.type, dtype=dtype), self.weights_scope(dtype):
                     out = self.call(tensors)
             except Exception as e:
                 # CUDA failures and OOM go to the agent's CPU retry; on MPS/CPU rerun in fp32 and count it
@@ -150,6 +152,12 @@ class Backend:
                 return out
             agent.amp_succeeded()
             return out
+
+    def weights_scope(self, dtype: Any) -> Any:
+        """Around the autocast forward: the agent's bf16 weight copies (laya.cpu_bf16) where they apply."""
+        if not self.casts_weights_once:
+            return contextlib.nullcontext()
+        return self.agent.bf16_weights.scope(self.agent.device, dtype)
 
     # ---- warm-up -----------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ from .base import Backend
 class EagerBackend(Backend):
     name = "eager"
     runs_parallel_layout = True
+    casts_weights_once = True
 
     def install(self) -> "EagerBackend":
         # Eager means the class forward: drop any instance-level forward left by someone else
