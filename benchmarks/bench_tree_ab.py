@@ -84,6 +84,7 @@ def main() -> None:
     record = {"benchmark": "bench_tree_ab", "date": dt.date.today().isoformat(), "device": args.device,
               "backend": args.backend, "model": args.model, "questions": args.questions, "calls": args.calls,
               "rounds": args.rounds, "trees": {"a": os.path.abspath(args.a), "b": os.path.abspath(args.b)},
+              "laya_env": {k: v for k, v in os.environ.items() if k.startswith("LAYA_")},  # e.g. LAYA_CPU_AMP
               "runs": runs, "p50_ms": p50, "ratio_b_over_a": ratio}
     out = save_result(record, f"tree_ab_{args.device.split(':')[0]}_{record['date']}.json", args.out)
     print(f"p50 A {p50['a']:.3f} ms, B {p50['b']:.3f} ms, B/A {ratio:.3f} -> {out}")

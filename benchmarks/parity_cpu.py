@@ -3,9 +3,11 @@
     HF_HUB_OFFLINE=1 .venv-test/bin/python benchmarks/parity_cpu.py [--model DIR] [--graph-dir DIR] [--json PATH]
         [--int8-last-layers N]
 
-Candidates: eager under bf16 autocast, the ONNX fp32 graph, and INT8 graphs with per-channel (the
-export default) and per-tensor weight scales; with --int8-last-layers N also one quantised in its last N
-encoder layers only. Reference: the fp32 eager Agent (the published default).
+Candidates: eager under bf16 autocast (with its cached bf16 Linear weights, laya.cpu_bf16, and with
+autocast's own per-call weight cast, the path before it), the ONNX fp32 graph, and INT8 graphs with
+per-channel (the export default) and per-tensor weight scales; with --int8-last-layers N also one
+quantised in its last N encoder layers only. Reference: the fp32 eager Agent (the published default).
+`bf16_cache_vs_per_call` says whether the two bf16 paths give bit-identical decision logits.
 Per question type: max |dp| vs fp32 (every option probability; a noul question gives P(true)) and
 argmax flips on rows where fp32's top-1 minus top-2 exceeds 0.05. A path passes (issue 30's rule
 for letting `auto` choose it) when max |dp| <= 0.03 and no such argmax flips.
@@ -17,6 +19,7 @@ near-uniformly and would pass anything). Graphs are exported once into --graph-d
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import sys
@@ -27,9 +30,30 @@ ROOT = os.path.dirname(HERE)
 sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts"), HERE]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from parity import MARGIN, make_states, probabilities, run_set  # noqa: E402  (the same 288 questions)
+from parity import MARGIN, PRESET_ORDER, SNIPPETS, make_states, probabilities, run_set  # noqa: E402
 
 GOAL_DP = 0.03
+
+
+class PerCallCast:
+    """In place of an agent's bf16_weights: no cached copies, so autocast casts every weight per call."""
+
+    def scope(self, device, dtype):
+        return contextlib.nullcontext()
+
+
+def raw_logits(agent, states) -> list:
+    """decision_logits of every (state, preset) pair of run_set, as exact fp32 values."""
+    from laya import presets
+
+    n = len(SNIPPETS)
+    return [agent.decision_logits(s, presets.PRESETS[preset]())
+            for p, preset in enumerate(PRESET_ORDER) for s in states[p * n:(p + 1) * n]]
+
+
+def logit_identity(a: list, b: list) -> dict:
+    worst = max((abs(x - y) for qa, qb in zip(a, b) for za, zb in zip(qa, qb) for x, y in zip(za, zb)), default=0.0)
+    return {"bit_identical": a == b, "max_abs_logit_diff": worst, "states": len(a)}
 
 
 def compare(reference: list[dict], candidate: list[dict]) -> dict:
@@ -103,6 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     bf16 = laya.load(model, device="cpu")
     bf16.precision = Precision(torch.bfloat16, True, reason="parity_cpu")
     candidates["eager_bf16_autocast"] = run_set(bf16, states)
+    per_call = laya.load(model, device="cpu")
+    per_call.precision, per_call.bf16_weights = bf16.precision, PerCallCast()
+    candidates["eager_bf16_per_call_cast"] = run_set(per_call, states)
+    identity = logit_identity(raw_logits(bf16, states), raw_logits(per_call, states))
+    identity["answers_identical"] = candidates["eager_bf16_autocast"] == candidates["eager_bf16_per_call_cast"]
+    identity["cached_tensors"], identity["cached_bytes"] = len(bf16.bf16_weights), bf16.bf16_weights.nbytes
+    del per_call
     for name, path in paths.items():
         with ONNXAgent(model, onnx_path=path) as agent:
             candidates[name] = run_set(agent, states)
@@ -110,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
               else "given checkpoint", "states": len(states), "questions": sum(len(r["answers"]) for r in reference),
               "goal": {"max_dp": GOAL_DP, "argmax_flips_margin_gt": MARGIN, "flips": 0},
               "cpu_features": features().as_dict(),
-              "int8_settings": {n: int8_settings(p) for n, p in paths.items() if "int8" in n}, "runs": {}}
+              "int8_settings": {n: int8_settings(p) for n, p in paths.items() if "int8" in n},
+              "bf16_cache_vs_per_call": identity, "runs": {}}
     print(f"parity vs fp32 eager ({report['questions']} questions, {len(states)} states, {model})")
     print(f"{'candidate':24} {'type':7} {'n':>4} {'max|dp|':>8} {'flips':>9}")
     for name, answers in candidates.items():
@@ -122,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         for kind, row in stats.items():
             print(f"{name:24} {kind:7} {row['questions']:4d} {row['max_dp']:8.4f} {row['flips']:4d}/{row['decided']:<4d}")
         print(f"{name:24} max|dp| {worst:.4f}, flips {flips}: {'PASS' if passed else 'FAIL'}")
+    print(f"bf16 cached weights vs autocast's per-call cast: {identity}")
     report["seconds"] = time.perf_counter() - started
     path = save_result(report, f"parity_cpu_{dt.date.today().isoformat()}.json", args.json)
     print(f"wrote {path}")
