@@ -5,9 +5,11 @@ Three agents answer the same fixed set: fp32 eager (the reference), stock eager 
 dtype.  Reported per question type: max |dp| against stock and against fp32 (dp over every option
 probability; a noul question contributes P(true)), and argmax agreement on rows where stock's margin
 (top1 - top2) exceeds 0.05.  Goals on the H200: bf16 max |dp| vs stock <= 0.05, fp16 <= 0.02, argmax
-agreement 100% on non-tied rows.
+agreement 100% on non-tied rows.  `--dtype fp8` (tilelang only: precision='fp8', bf16 around its GEMMs)
+is held to fp32 instead: max |dp| vs fp32 <= 0.03 and argmax equal to fp32's where fp32's margin exceeds
+0.05; the report names the worst questions.
 
-    python benchmarks/parity.py --backend tilelang [--model DIR] [--dtype bf16|fp16|both] [--json PATH]
+    python benchmarks/parity.py --backend tilelang [--model DIR] [--dtype bf16|fp16|both|fp8] [--json PATH]
 
 Without --model the `large` shape is made by scripts/make_checkpoint.py (random weights; ModernBERT-
 large geometry) and cached by benchmarks/_env.bench_checkpoint.
@@ -24,7 +26,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts"), os.path.dirname(os.path.abspath(__file__))]
 
-GOALS = {"bf16": 0.05, "fp16": 0.02}
+GOALS = {"bf16": 0.05, "fp16": 0.02, "fp8": 0.03}  # fp8 (issue 27): max |dp| vs fp32, argmax vs fp32's
 MARGIN = 0.05
 PRESET_ORDER = ("email", "guard", "moderation", "router", "triage")
 # Mixed languages and registers; each preset gets 12 states of growing length (short notes to ~1k tokens).
@@ -84,7 +86,8 @@ def compare(reference, stock, candidate) -> dict:
             c = np.array(probabilities(cand_r["answers"][qid]))
             r = np.array(probabilities(ref_r["answers"][qid]))
             row = stats.setdefault(kind, dict(questions=0, max_dp_vs_stock=0.0, max_dp_vs_fp32=0.0,
-                                              stock_max_dp_vs_fp32=0.0, untied=0, argmax_agree=0))
+                                              stock_max_dp_vs_fp32=0.0, untied=0, argmax_agree=0,
+                                              fp32_untied=0, argmax_agree_fp32=0))
             row["questions"] += 1
             row["max_dp_vs_stock"] = max(row["max_dp_vs_stock"], float(np.abs(c - s).max()))
             row["max_dp_vs_fp32"] = max(row["max_dp_vs_fp32"], float(np.abs(c - r).max()))
@@ -93,7 +96,26 @@ def compare(reference, stock, candidate) -> dict:
             if top[0] - top[1] > MARGIN:
                 row["untied"] += 1
                 row["argmax_agree"] += int(np.argmax(c) == np.argmax(s))
+            top = np.sort(r)[::-1]
+            if top[0] - top[1] > MARGIN:
+                row["fp32_untied"] += 1
+                row["argmax_agree_fp32"] += int(np.argmax(c) == np.argmax(r))
     return stats
+
+
+def worst_questions(reference, candidate, states, n: int = 8) -> list[dict]:
+    """The `n` (state, question) pairs whose probabilities moved most from fp32's."""
+    import numpy as np
+
+    rows = []
+    for i, (ref_r, cand_r) in enumerate(zip(reference, candidate)):
+        for qid, ref_a in ref_r["answers"].items():
+            r, c = np.array(probabilities(ref_a)), np.array(probabilities(cand_r["answers"][qid]))
+            rows.append({"state": i, "state_head": str(states[i])[:60], "question": qid, "type": ref_a["type"],
+                         "dp_vs_fp32": round(float(np.abs(c - r).max()), 5),
+                         "fp32_margin": round(float(np.diff(np.sort(r)[-2:])[0]), 5),
+                         "argmax_equal": bool(np.argmax(c) == np.argmax(r))})
+    return sorted(rows, key=lambda row: -row["dp_vs_fp32"])[:n]
 
 
 def make_agents(model: str, device: str, dtype: str):
@@ -102,7 +124,7 @@ def make_agents(model: str, device: str, dtype: str):
     import laya
     from laya.device import Precision
 
-    half = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.bfloat16}[dtype]
     agent = laya.load(model, device=device)
     agent.precision = Precision(half, True)
     return agent
@@ -117,7 +139,7 @@ def main(argv=None, default_backend: str = "tilelang") -> int:
                         "0.04 gives decided answers with stock bf16 noise ~0.04")
     parser.add_argument("--backend", default=default_backend)
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--dtype", default="both", choices=("bf16", "fp16", "both"))
+    parser.add_argument("--dtype", default="both", choices=("bf16", "fp16", "both", "fp8"))
     parser.add_argument("--json", help="write every probability and the summary here")
     args = parser.parse_args(argv)
 
@@ -141,14 +163,21 @@ def main(argv=None, default_backend: str = "tilelang") -> int:
     for dtype in dtypes:
         agent = make_agents(model, args.device, dtype)
         stock = run_set(agent, states)
-        agent.set_backend(args.backend, strict=True)
+        agent.set_backend(args.backend, strict=True, **({"precision": "fp8"} if dtype == "fp8" else {}))
         candidate = run_set(agent, states)
         stats = compare(reference, stock, candidate)
-        worst = max(row["max_dp_vs_stock"] for row in stats.values())
-        agree = all(row["argmax_agree"] == row["untied"] for row in stats.values())
+        if dtype == "fp8":  # held to fp32 (issue 27)
+            worst = max(row["max_dp_vs_fp32"] for row in stats.values())
+            agree = all(row["argmax_agree_fp32"] == row["fp32_untied"] for row in stats.values())
+        else:
+            worst = max(row["max_dp_vs_stock"] for row in stats.values())
+            agree = all(row["argmax_agree"] == row["untied"] for row in stats.values())
         passed = worst <= GOALS[dtype] and agree
         ok &= passed
-        report["runs"][dtype] = {"stats": stats, "worst_dp_vs_stock": worst, "goal": GOALS[dtype],
+        report["runs"][dtype] = {"stats": stats, "worst_dp_vs_stock": max(r["max_dp_vs_stock"] for r in stats.values()),
+                                 "worst_dp_vs_fp32": max(r["max_dp_vs_fp32"] for r in stats.values()),
+                                 "gated_on": "fp32" if dtype == "fp8" else "stock", "goal": GOALS[dtype],
+                                 "worst_questions": worst_questions(reference, candidate, states),
                                  "argmax_all_agree": agree, "pass": passed,
                                  "probabilities": {"fp32": [[probabilities(a) for a in r["answers"].values()]
                                                             for r in reference],
@@ -170,8 +199,9 @@ def main(argv=None, default_backend: str = "tilelang") -> int:
         for kind, row in run["stats"].items():
             print(f"{dtype:5} {kind:7} {row['questions']:4d} {row['max_dp_vs_stock']:14.4f} "
                   f"{row['max_dp_vs_fp32']:13.4f} {row['stock_max_dp_vs_fp32']:14.4f} "
-                  f"{row['argmax_agree']:4d}/{row['untied']:<4d}")
-        print(f"{dtype:5} goal max|dp| <= {run['goal']}, argmax 100% on non-tied: "
+                  f"{row['argmax_agree']:4d}/{row['untied']:<4d} vs fp32 {row['argmax_agree_fp32']}/{row['fp32_untied']}")
+        print(f"{dtype:5} worst: {run['worst_questions'][:3]}")
+        print(f"{dtype:5} goal max|dp| vs {run['gated_on']} <= {run['goal']}, argmax 100% on non-tied: "
               f"{'PASS' if run['pass'] else 'FAIL'}")
     return 0 if ok else 1
 

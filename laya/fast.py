@@ -46,6 +46,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import fp8 as FP8
 from . import kernel_builder, kernel_cache
 from . import tl_kernels as K
 from .backends.base import bucket_rows, bucket_tokens
@@ -82,17 +83,24 @@ def _stop_background_builds() -> None:
         thread.join()
 
 
+def quant_threads(width: int) -> int:
+    """Threads of a quant_rows block over rows `width` wide (they must divide it; FP8 widths are multiples of 16)."""
+    return next(t for t in (128, 64, 32, 16) if width % t == 0)
+
+
 class FastLaya:
     """``FastLaya(model)(input_ids, attention_mask, marker_pos, marker_mask, qtype) -> (logits, act_logits)``."""
 
     def __init__(self, model, max_len: int = 1024, use_graphs: bool = True, verbose: bool = False,
                  dtype: torch.dtype = torch.bfloat16, *, cpu: bool = False, pad_id: int | None = None,
-                 background: bool | None = None):
+                 background: bool | None = None, fp8: bool = False):
         if cpu:
             dtype, use_graphs = torch.float32, False
         elif dtype not in (torch.bfloat16, torch.float16):
             raise ValueError(f"FastLaya runs in torch.bfloat16 or torch.float16, got {dtype} "
                              "(cpu=True builds the fp32 CPU specialisation)")
+        elif fp8 and dtype != torch.bfloat16:
+            raise ValueError(f"fp8=True runs bf16 outside the 8-bit GEMMs, got dtype={dtype}; pass torch.bfloat16")
         encoder = model.encoder
         config = encoder.config
         if getattr(config, "model_type", None) != "modernbert":
@@ -107,6 +115,10 @@ class FastLaya:
         if cpu != (self.device.type == "cpu"):
             raise ValueError(f"cpu={cpu} but the model is on {self.device}; move it or change cpu=")
         self.cpu, self.dtype, self.use_graphs, self.verbose = cpu, dtype, use_graphs, verbose
+        self.fp8 = bool(fp8)
+        why = FP8.supported(self.device) if fp8 and not cpu else None
+        if why is not None:
+            raise RuntimeError(f"fp8=True cannot run here: {why}")
         self.background = (not cpu) if background is None else background  # (CPU: tests of the mechanism)
         self.max_len = int(max_len)
         self.pad_id = int(config.pad_token_id if pad_id is None else pad_id)
@@ -142,11 +154,12 @@ class FastLaya:
             nxt = enc.layers[i + 1].attn_norm if i + 1 < len(enc.layers) else enc.final_norm
             kind = types[i] if types else ("full_attention" if i % config.global_attn_every_n_layers == 0
                                            else "sliding_attention")
+            weight = FP8.Fp8Weight if self.fp8 else (lambda w, b: GemmWeight(w, b, dt))
             self.layers.append(dict(
-                qkv=GemmWeight(layer.attn.Wqkv.weight, layer.attn.Wqkv.bias, dt),
-                o=GemmWeight(layer.attn.Wo.weight, layer.attn.Wo.bias, dt),
-                up=GemmWeight(layer.mlp.Wi.weight, None, dt),
-                down=GemmWeight(layer.mlp.Wo.weight, None, dt),
+                qkv=weight(layer.attn.Wqkv.weight, layer.attn.Wqkv.bias),
+                o=weight(layer.attn.Wo.weight, layer.attn.Wo.bias),
+                up=weight(layer.mlp.Wi.weight, None),
+                down=weight(layer.mlp.Wo.weight, None),
                 mlp_norm=NormWeight(layer.mlp_norm), next_norm=NormWeight(nxt), kind=kind,
                 window=self.window if kind == "sliding_attention" else 0))
         self.head = []
@@ -290,17 +303,21 @@ class FastLaya:
         return cfg
 
     def _gemm_requests(self, c: int, requests: dict, splits: dict) -> None:
+        """The TileLang GEMMs of class `c`: the head's, and the encoder's unless they run in FP8 (torch)."""
         d, f = self.d, self.ffn
-        enc_bias = self.layers[0]["qkv"].has_bias if self.layers else False
-        for name, kind, n, k, bias, act in (
-                ("qkv", "wide", 3 * d, d, enc_bias, "none"), ("o", "o", d, d, enc_bias, "none"),
-                ("down", "down", d, f, False, "none"), ("h_qkv", "wide", 3 * d, d, True, "none"),
+        enc_bias = self.layers[0]["qkv"].has_bias if self.layers and not self.fp8 else False
+        encoder = () if self.fp8 else (("qkv", "wide", 3 * d, d, enc_bias, "none"), ("o", "o", d, d, enc_bias, "none"),
+                                       ("down", "down", d, f, False, "none"))
+        for name, kind, n, k, bias, act in encoder + (
+                ("h_qkv", "wide", 3 * d, d, True, "none"),
                 ("h_o", "narrow", d, d, True, "none"), ("h_ffn1", "wide", 4 * d, d, True, "relu"),
                 ("h_ffn2", "narrow", d, 4 * d, True, "none")):
             cfg = self._tiles(kind, c)
             splits[(name, c)] = cfg.pop("splits", 0)
             requests[(name, c)] = ((K.gemm_splitk_kernel, (n, k, splits[(name, c)]), dict(bias=bias, **cfg))
                                    if splits[(name, c)] else (K.gemm_kernel, (n, k), dict(bias=bias, act=act, **cfg)))
+        if self.fp8:
+            return
         geglu = self._tiles("geglu", c)
         geglu.pop("splits", None)
         requests[("up", c)] = (K.gemm_geglu_kernel, (f, d), geglu)
@@ -315,8 +332,16 @@ class FastLaya:
                                                 ("ln_down", "down", True, norm_bias, ln_eps),
                                                 ("h_ln", None, False, True, head_eps),
                                                 ("h_add_ln", "h_o", True, True, head_eps)):
+            if self.fp8 and not self.cpu and name == "ln_o":
+                continue  # (on the GPU the FP8 encoder's add_ln quantises: ln_o8; ln_down serves its last layer)
             requests[(name, c)] = (K.add_ln_kernel, (d,), dict(
                 residual=residual, bias=bias, eps=eps, splits=splits.get((gemm, c), 0), **self._tiles("add_ln", c)))
+        if self.fp8 and not self.cpu:  # (the C target has no e4m3: the CPU specialisation quantises in torch)
+            for name in ("ln_o8", "ln_down8"):
+                requests[(name, c)] = (K.add_ln_quant_kernel, (d,), dict(bias=norm_bias, eps=ln_eps,
+                                                                         **self._tiles("add_ln", c)))
+            for name, width, glu in (("quant", d, False), ("quant_glu", self.ffn, True)):
+                requests[(name, c)] = (K.quant_rows_kernel, (width,), dict(glu=glu, bm=1, threads=quant_threads(width)))
         for name, factory in (("rope", K.rope_kernel), ("rope_at", K.rope_positions_kernel)):
             requests[(name, c)] = (factory, (self.heads, self.dh), self._tiles("rope", c))
         for window in windows:
@@ -595,15 +620,17 @@ class FastLaya:
         # Packed: one attention output for all layers (encoder and head are both d wide), zeroed once so
         # the dummy rows that attention never writes stay finite.
         attn_out = torch.zeros(m, d, dtype=self.dtype, device=self.device) if plan.packed else None
-        for layer in self.layers:
-            qkv = gemm("qkv", y, layer["qkv"])
-            cos, sin = self.rope[layer["kind"]]
-            o = self._attend(plan, inputs, ks, qkv, attn_out, layer["window"], self.heads,
-                             self.dh, (cos[:plan.length], sin[:plan.length]) if not plan.packed else (cos, sin))
-            y = self._add_ln(ks["ln_o"], x, gemm("o", o, layer["o"]), layer["mlp_norm"])
-            g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
-            ks["up"](y, layer["up"].w, g)
-            y = self._add_ln(ks["ln_down"], x, gemm("down", g, layer["down"]), layer["next_norm"])
+        if self.fp8:
+            y = self._encoder_fp8(plan, inputs, ks, x, y, attn_out)
+        else:
+            for layer in self.layers:
+                qkv = gemm("qkv", y, layer["qkv"])
+                o = self._attend(plan, inputs, ks, qkv, attn_out, layer["window"], self.heads, self.dh,
+                                 self._rope_of(plan, layer))
+                y = self._add_ln(ks["ln_o"], x, gemm("o", o, layer["o"]), layer["mlp_norm"])
+                g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
+                ks["up"](y, layer["up"].w, g)
+                y = self._add_ln(ks["ln_down"], x, gemm("down", g, layer["down"]), layer["next_norm"])
         x = y.float() + self.type_emb[types]
         for layer in self.head:
             y = self._add_ln(ks["h_ln"], x, None, layer["norm1"])
@@ -613,6 +640,53 @@ class FastLaya:
             f1 = gemm("h_ffn1", y, layer["ffn1"])
             x.add_(gemm("h_ffn2", f1, layer["ffn2"]))
         return x
+
+    def _rope_of(self, plan: Plan, layer: dict) -> tuple:
+        cos, sin = self.rope[layer["kind"]]
+        return (cos, sin) if plan.packed else (cos[:plan.length], sin[:plan.length])
+
+    def _encoder_fp8(self, plan: Plan, inputs: tuple, ks: dict, x: torch.Tensor, y: torch.Tensor,
+                     attn_out) -> torch.Tensor:
+        """The encoder with its four Linears as e4m3 GEMMs (torch._scaled_mm: per-token activation scales,
+        per-channel weight scales, fp32 accumulation, bf16 out); every operand is quantised by the kernel
+        that makes it (add_ln, attention's output, GEGLU), the residual stream and all else as in bf16.
+        Returns the last layer's LayerNorm output in 16 bits (the head's input)."""
+        a = self._quantize(ks, "quant", y)
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            qkv = FP8.gemm(*a, layer["qkv"], self.dtype)
+            o = self._attend(plan, inputs, ks, qkv, attn_out, layer["window"], self.heads, self.dh,
+                             self._rope_of(plan, layer))
+            a = self._add_ln_fp8(ks, "ln_o", x, FP8.gemm(*self._quantize(ks, "quant", o), layer["o"], self.dtype),
+                                 layer["mlp_norm"])
+            h = FP8.gemm(*a, layer["up"], self.dtype)  # [M, 2F]: GEGLU's input and gate halves
+            down = FP8.gemm(*self._quantize(ks, "quant_glu", h), layer["down"], self.dtype)
+            if i == last:
+                return self._add_ln(ks["ln_down"], x, down, layer["next_norm"])
+            a = self._add_ln_fp8(ks, "ln_down", x, down, layer["next_norm"])
+        return y  # (no encoder layers)
+
+    def _quantize(self, ks: dict, name: str, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(e4m3 rows, fp32 row scales) of `a` ("quant") or of GEGLU(`a`) ("quant_glu"), by laya.fp8's rule."""
+        width = a.shape[1] // 2 if name == "quant_glu" else a.shape[1]
+        if self.cpu:  # laya.fp8's reference: the C target has no e4m3
+            if name == "quant_glu":
+                a = F.gelu(a[:, :width]) * a[:, width:]
+            return FP8.quantize_rows(a)
+        q = torch.empty(a.shape[0], width, dtype=FP8.E4M3, device=self.device)
+        scale = torch.empty(a.shape[0], dtype=torch.float32, device=self.device)
+        ks[name](a, q, scale)
+        return q, scale
+
+    def _add_ln_fp8(self, ks: dict, name: str, x: torch.Tensor, residual: torch.Tensor,
+                    norm: NormWeight) -> tuple[torch.Tensor, torch.Tensor]:
+        """x += residual, then LayerNorm(x) as the next GEMM's (e4m3 rows, fp32 scales)."""
+        if self.cpu:
+            return FP8.quantize_rows(self._add_ln(ks[name], x, residual, norm))
+        q = torch.empty(x.shape, dtype=FP8.E4M3, device=self.device)
+        scale = torch.empty(x.shape[0], dtype=torch.float32, device=self.device)
+        ks[name + "8"](x, residual, norm.w, norm.b, q, scale)
+        return q, scale
 
     def _gemm(self, kernel, splits: int, a: torch.Tensor, lin: GemmWeight) -> torch.Tensor:
         """A @ W^T (+ b) in 16 bits [M, N], or with split-K (splits > 0) its fp32 partials [splits, M, N]

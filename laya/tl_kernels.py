@@ -11,6 +11,8 @@ writes into caller-owned tensors (nothing is allocated per call):
 * ``rope_kernel``      rotate-half RoPE on the q and k columns of a packed QKV buffer, in place
 * ``attn_kernel``      flash-style bidirectional attention over the packed QKV buffer, key padding by
                        per-sequence length and an optional ``|i - j| <= window`` band
+* ``add_ln_quant_kernel`` add + LayerNorm into e4m3 with per-row scales (the next FP8 GEMM's operand)
+* ``quant_rows_kernel`` rows (or GEGLU of rows) to e4m3 with per-row scales, the FP8 GEMMs' operand
 * ``decide_features_kernel`` the decision tail: masked option logits, their softmax's confidence features
                        and the act head's input row ``[CLS | top1, top1 - top2, entropy, k / 255]``
 
@@ -54,6 +56,8 @@ __all__ = [
     "rope_positions_kernel",
     "attn_varlen_kernel",
     "decide_features_kernel",
+    "add_ln_quant_kernel",
+    "quant_rows_kernel",
     "varlen_blocks",
     "compile_cpu",
     "compile_many",
@@ -67,6 +71,8 @@ DTYPES, ACC = GPU_DTYPES, ACCUM  # the published names (compat R-P2-5); FAST res
 # Masked attention scores get this added rather than -inf: a row whose keys are all masked then
 # stays finite (padding rows are read back by the caller, and NaN would poison later layers).
 MASK_NEG = -1e9
+FP8 = "float8_e4m3fn"  # the 8-bit GEMM operands (laya.fp8: torch.float8_e4m3fn)
+FP8_MAX = 448.0
 LOG2E = 1.4426950408889634
 # Option columns that are not live get this logit (laya.model.MASKED_LOGIT; pinned equal by a test):
 # finite, and low enough that its softmax probability underflows to exactly 0 next to any live logit above
@@ -567,8 +573,16 @@ def _add_ln_kernel(
     the fp32 residual stream of ModernBERT-large reaches ~3e4 and E[x^2]-E[x]^2 would cancel.
     ``splits > 0``: ``R`` is the fp32 partials ``[splits, M, D]`` of ``gemm_splitk_kernel``, summed in
     slice order before they are added.
+    ``quant=True`` (``add_ln_quant_kernel``, GPU only): ``Y`` is e4m3 with one more argument, its row
+    scales ``Sy[M]`` fp32, by laya.fp8's rule applied to the fp32 LayerNorm output (the next GEMM's
+    8-bit operand).
     """
+    return _add_ln(D, residual, bias, eps, bm, threads, dtype, splits, cpu, quant=False)
+
+
+def _add_ln(D, residual, bias, eps, bm, threads, dtype, splits, cpu, quant):
     _check_dtype(dtype, cpu)
+    _check_quant(quant, cpu)
     if splits < 0 or (splits and not residual):
         raise ValueError(f"splits must be >= 0 and needs residual=True, got splits={splits}, residual={residual}")
     import tilelang.language as T
@@ -577,6 +591,7 @@ def _add_ln_kernel(
     M = T.dynamic("m")
     inv_d = 1.0 / D
     r_shape, r_dtype = ((splits, M, D), "float32") if splits else ((M, D), dtype)
+    store_e4m3 = _store_e4m3(bm, D)
 
     def residual_at(R, r, j):
         if not splits:
@@ -586,14 +601,8 @@ def _add_ln_kernel(
             total = total + R[s, r, j]
         return total
 
-    @T.prim_func
-    def add_ln(
-        X: T.Tensor((M, D), "float32"),
-        R: T.Tensor(r_shape, r_dtype),
-        Wv: T.Tensor((D,), "float32"),
-        Bv: T.Tensor((D,), "float32"),
-        Y: T.Tensor((M, D), dtype),
-    ):
+    @T.macro
+    def body(X, R, Wv, Bv, Y, Sy):
         with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
             S.chain()
             x = S.acc((bm, D), ACCUM)
@@ -619,17 +628,126 @@ def _add_ln_kernel(
             S.row_sum(sq, var, bm, D)
             for i in S.par(bm):
                 var[i] = T.rsqrt(var[i] * inv_d + eps)  # var now holds 1/std
-            for i, j in S.par(bm, D):
-                if bx * bm + i < M:
+            if quant:
+                amax = S.acc((bm,), ACCUM)
+                for i, j in S.par(bm, D):
                     y = (x[i, j] - mean[i]) * var[i] * Wv[j]
                     if bias:
                         y = y + Bv[j]
-                    Y[bx * bm + i, j] = T.cast(y, dtype)
+                    sq[i, j] = y
+                T.reduce_absmax(sq, amax, dim=1)
+                store_e4m3(sq, amax, Y, Sy, bx * bm, M)
+            else:
+                for i, j in S.par(bm, D):
+                    if bx * bm + i < M:
+                        y = (x[i, j] - mean[i]) * var[i] * Wv[j]
+                        if bias:
+                            y = y + Bv[j]
+                        Y[bx * bm + i, j] = T.cast(y, dtype)
+
+    if quant:
+
+        @T.prim_func
+        def add_ln_quant(
+            X: T.Tensor((M, D), "float32"),
+            R: T.Tensor(r_shape, r_dtype),
+            Wv: T.Tensor((D,), "float32"),
+            Bv: T.Tensor((D,), "float32"),
+            Y: T.Tensor((M, D), FP8),
+            Sy: T.Tensor((M,), "float32"),
+        ):
+            body(X, R, Wv, Bv, Y, Sy)
+
+        return add_ln_quant
+
+    @T.prim_func
+    def add_ln(
+        X: T.Tensor((M, D), "float32"),
+        R: T.Tensor(r_shape, r_dtype),
+        Wv: T.Tensor((D,), "float32"),
+        Bv: T.Tensor((D,), "float32"),
+        Y: T.Tensor((M, D), dtype),
+    ):
+        body(X, R, Wv, Bv, Y, None)
 
     return add_ln
 
 
 add_ln_kernel = _kernel_factory(_add_ln_kernel)
+
+
+def _add_ln_quant_kernel(D, residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16", *, cpu=False):
+    """``add_ln_kernel`` whose output is the next FP8 GEMM's operand: kernel args
+    ``(X, R, Wv, Bv, Y[M,D] e4m3, Sy[M] fp32)``; ``R`` is the 16-bit residual (no split-K)."""
+    return _add_ln(D, residual, bias, eps, bm, threads, dtype, 0, cpu, quant=True)
+
+
+add_ln_quant_kernel = _kernel_factory(_add_ln_quant_kernel)
+
+
+def _check_quant(quant: bool, cpu: bool) -> None:
+    if quant and cpu:
+        raise ValueError("the e4m3 (quant=True) kernels are GPU-only: the C target has no 8-bit float type; "
+                         "laya.fp8.quantize_rows is their CPU reference")
+
+
+def _store_e4m3(bm: int, D: int):
+    """Rows r0 .. r0+bm-1 of fp32 values ``v[bm, D]`` with row maxima ``amax`` into ``Q`` (e4m3) and their
+    scales into ``Sc``: laya.fp8's rule (scale amax / 448, 1 for an all-zero row; values times 448 / amax,
+    clamped, rounded to nearest even)."""
+    import tilelang.language as T
+
+    @T.macro
+    def store(v, amax, Q, Sc, r0, M):
+        for i in T.Parallel(bm):
+            if r0 + i < M:
+                Sc[r0 + i] = T.if_then_else(amax[i] > 0, amax[i] / FP8_MAX, T.cast(1, ACCUM))
+        for i, j in T.Parallel(bm, D):
+            if r0 + i < M:
+                inverse = T.if_then_else(amax[i] > 0, FP8_MAX / amax[i], T.cast(1, ACCUM))
+                Q[r0 + i, j] = T.cast(T.max(T.min(v[i, j] * inverse, FP8_MAX), -FP8_MAX), FP8)
+
+    return store
+
+
+def _quant_rows_kernel(D, glu=False, bm=1, threads=64, dtype="bfloat16", *, cpu=False):
+    """``Q[M,D]`` e4m3 and ``Sc[M]`` fp32: laya.fp8's row quantisation of ``X[M,D]`` or, with ``glu``, of
+    ``gelu(X[:, :D]) * X[:, D:]`` for ``X[M, 2D]`` (ModernBERT's GEGLU on its up-projection's output);
+    kernel args ``(X, Q, Sc)``.  GPU only.  ``threads`` must divide D (the row is one fragment)."""
+    _check_dtype(dtype, cpu)
+    _check_quant(True, cpu)
+    if D % threads:
+        raise ValueError(f"threads ({threads}) must divide the row width D={D}")
+    import tilelang.language as T
+
+    S = _Spec(cpu)
+    M = T.dynamic("m")
+    store_e4m3 = _store_e4m3(bm, D)
+
+    @T.prim_func
+    def quant_rows(
+        X: T.Tensor((M, 2 * D if glu else D), dtype),
+        Q: T.Tensor((M, D), FP8),
+        Sc: T.Tensor((M,), "float32"),
+    ):
+        with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
+            S.chain()
+            v = S.acc((bm, D), ACCUM)
+            amax = S.acc((bm,), ACCUM)
+            for i, j in S.par(bm, D):
+                r = bx * bm + i
+                if glu:
+                    v[i, j] = T.if_then_else(r < M, _gelu(T.cast(X[r, j], ACCUM)) * T.cast(X[r, D + j], ACCUM),
+                                             T.cast(0, ACCUM))
+                else:
+                    v[i, j] = T.if_then_else(r < M, T.cast(X[r, j], ACCUM), T.cast(0, ACCUM))
+            T.reduce_absmax(v, amax, dim=1)
+            store_e4m3(v, amax, Q, Sc, bx * bm, M)
+
+    return quant_rows
+
+
+quant_rows_kernel = _kernel_factory(_quant_rows_kernel)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ EXPECTED = {
     "gemm_geglu_kernel": (["F", "K"], dict(bm=64, bn=64, bk=64, stages=2, threads=128, dtype="bfloat16")),
     "add_ln_kernel": (["D"], dict(residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16",
                                   splits=0)),
+    "add_ln_quant_kernel": (["D"], dict(residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16")),
+    "quant_rows_kernel": (["D"], dict(glu=False, bm=1, threads=64, dtype="bfloat16")),
     "rope_kernel": (["H", "Dh"], dict(bm=32, threads=128, dtype="bfloat16")),
     "attn_kernel": (
         ["B", "L", "H", "Dh"],

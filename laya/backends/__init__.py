@@ -102,7 +102,9 @@ def make_backend(name: str, agent: Any, **options: Any) -> Backend:
 def install(agent: Any, name: str, strict: bool = False, **options: Any) -> Backend:
     """Build and install a backend on the agent's model; unavailable -> one warning and eager (or raise)."""
     try:
-        backend = make_backend(name, agent, **options).install()
+        backend = make_backend(name, agent, **options)
+        backend.strict = strict
+        backend.install()
     except BackendUnavailable as e:
         if strict:
             raise

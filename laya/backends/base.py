@@ -46,6 +46,7 @@ class Backend:
     own_precision = False  # True: the forward runs in the agent's 16-bit dtype itself: no autocast around it
     casts_weights_once = False  # True: the eager module tree runs, so CPU bf16 autocast uses cached bf16 weights
     runs_parallel_layout = False  # the parallel option layout (spec 3.9) runs on the eager forward only
+    strict = False  # set by backends.install: an option this machine cannot honour raises instead of warning
 
     def __init__(self, agent: Any):
         self.agent = agent
