@@ -64,7 +64,11 @@ class Fp8Weight:
 def gemm(a: torch.Tensor, a_scale: torch.Tensor, weight: Fp8Weight, out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
     """``(a * a_scale[:, None]) @ (weight.q * weight.scale)^T (+ bias)`` with e4m3 operands and fp32
     accumulation (cuBLASLt on the GPU), in `out_dtype`."""
-    out = torch._scaled_mm(a, weight.wt, scale_a=a_scale.view(-1, 1), scale_b=weight.scale, out_dtype=out_dtype)
+    if a.device.type == "cpu":  # the same arithmetic (e4m3 values are exact in fp32); torch <= 2.11's CPU
+        # _scaled_mm takes per-tensor scales only
+        out = (a.float() @ weight.q.float().t()).mul_(a_scale.float().view(-1, 1)).mul_(weight.scale).to(out_dtype)
+    else:
+        out = torch._scaled_mm(a, weight.wt, scale_a=a_scale.view(-1, 1), scale_b=weight.scale, out_dtype=out_dtype)
     return out if weight.b is None else out.add_(weight.b)
 
 

@@ -103,7 +103,7 @@ def test_precision_fp8_through_the_agent_matches_fake_quantised_fp32(tmp_path):
         assert torch.isfinite(logits).all() and torch.isfinite(act).all()
         assert (logits - ref.cpu())[live].abs().max().item() <= 0.05 * scale + 1e-3
     answers = agent.predict("The invoice total is wrong again!", {"urgent": {"type": "noul", "instructions": "Urgent?"}})
-    assert 0.0 <= answers["urgent"]["noul"] <= 1.0
+    assert 0.0 <= answers["answers"]["urgent"]["noul"] <= 1.0
     agent.close()
     fp32.close()
 
