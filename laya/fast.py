@@ -28,6 +28,10 @@ lock is released.  Every kernel starts with a programmatic-dependent-launch wait
 captured graph joins the kernels with programmatic edges: each kernel's launch overlaps the end of the
 one before it.
 
+``fp8=True`` (bf16, sm_90+) runs the encoder's four Linears as e4m3 GEMMs (``laya.fp8``): their operands
+come quantised from the kernels that make them (``add_ln_quant_kernel``, ``quant_rows_kernel``); the head
+and the decision step stay 16-bit.
+
 ``cpu=True`` builds the same composition from the kernels' fp32 CPU specialisation: a correctness
 path for tests on machines without a GPU, not a CPU backend (the scalar kernels are slow).
 """
