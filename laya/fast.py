@@ -154,11 +154,11 @@ class FastLaya:
         self.emb_norm = NormWeight(enc.embeddings.norm)
         self.layers = []
         types = list(getattr(config, "layer_types", None) or [])
+        weight = FP8.Fp8Weight if self.fp8 else (lambda w, b: GemmWeight(w, b, dt))
         for i, layer in enumerate(enc.layers):
             nxt = enc.layers[i + 1].attn_norm if i + 1 < len(enc.layers) else enc.final_norm
             kind = types[i] if types else ("full_attention" if i % config.global_attn_every_n_layers == 0
                                            else "sliding_attention")
-            weight = FP8.Fp8Weight if self.fp8 else (lambda w, b: GemmWeight(w, b, dt))
             self.layers.append(dict(
                 qkv=weight(layer.attn.Wqkv.weight, layer.attn.Wqkv.bias),
                 o=weight(layer.attn.Wo.weight, layer.attn.Wo.bias),
@@ -309,9 +309,11 @@ class FastLaya:
     def _gemm_requests(self, c: int, requests: dict, splits: dict) -> None:
         """The TileLang GEMMs of class `c`: the head's, and the encoder's unless they run in FP8 (torch)."""
         d, f = self.d, self.ffn
-        enc_bias = self.layers[0]["qkv"].has_bias if self.layers and not self.fp8 else False
-        encoder = () if self.fp8 else (("qkv", "wide", 3 * d, d, enc_bias, "none"), ("o", "o", d, d, enc_bias, "none"),
-                                       ("down", "down", d, f, False, "none"))
+        encoder: tuple = ()
+        if not self.fp8:
+            enc_bias = self.layers[0]["qkv"].has_bias if self.layers else False
+            encoder = (("qkv", "wide", 3 * d, d, enc_bias, "none"), ("o", "o", d, d, enc_bias, "none"),
+                       ("down", "down", d, f, False, "none"))
         for name, kind, n, k, bias, act in encoder + (
                 ("h_qkv", "wide", 3 * d, d, True, "none"),
                 ("h_o", "narrow", d, d, True, "none"), ("h_ffn1", "wide", 4 * d, d, True, "relu"),

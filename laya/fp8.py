@@ -4,8 +4,8 @@ One rule quantises every GEMM operand, row by row (a weight's output channel, an
 ``amax = max |x|`` over the row in fp32, ``scale = amax / 448`` (1 for an all-zero row), and each element
 becomes ``e4m3(clamp(x * (448 / amax), -448, 448))``, rounded to nearest even.  A GEMM multiplies the
 e4m3 operands with fp32 accumulation and scales the result by ``scale_row * scale_channel``.  The
-TileLang kernels that quantise activations on the GPU (``tl_kernels.quant_rows_kernel``, ``add_ln_kernel``
-with ``quant=True``) implement the same rule; ``quantize_rows`` here is its reference.
+TileLang kernels that quantise activations on the GPU (``tl_kernels.quant_rows_kernel``,
+``tl_kernels.add_ln_quant_kernel``) implement the same rule; ``quantize_rows`` here is its reference.
 """
 
 from __future__ import annotations

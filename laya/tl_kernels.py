@@ -591,7 +591,7 @@ def _add_ln(D, residual, bias, eps, bm, threads, dtype, splits, cpu, quant):
     M = T.dynamic("m")
     inv_d = 1.0 / D
     r_shape, r_dtype = ((splits, M, D), "float32") if splits else ((M, D), dtype)
-    store_e4m3 = _store_e4m3(bm, D)
+    store_e4m3 = _store_e4m3(bm, D) if quant else None
 
     def residual_at(R, r, j):
         if not splits:

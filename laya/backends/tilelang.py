@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..export.aoti import DTYPE_NAMES
 from ..sequence import config_max_len
 from .base import Backend, BackendUnavailable
 
@@ -72,7 +73,7 @@ class TileLangBackend(Backend):
             except Exception as e:  # noqa: BLE001 - twice: report it as unavailable (warning + eager)
                 raise BackendUnavailable(f"building the fused forward failed: {type(e).__name__}: {e}") from e
         self.max_len = self._fast.max_len
-        self.precision = "fp8" if fp8 else {torch.bfloat16: "bf16", torch.float16: "fp16"}[agent.dtype]
+        self.precision = "fp8" if fp8 else DTYPE_NAMES[agent.dtype]
 
     def _fp8_runs_here(self) -> bool:
         """Whether FP8 GEMMs run on this GPU; if not: raise under strict=True, else the one warning (bf16 runs)."""
