@@ -7,7 +7,8 @@ The FP8 fast path's error is its quantisation, not its kernels (its GPU forward 
 fake-quantised fp32 on the tiny checkpoint), so recipes can be compared without kernels: each recipe
 replaces some of the encoder's Linears by ``x -> Q(x) @ Q(W)^T + b`` in fp32, where Q rounds to e4m3
 with laya.fp8's rule (one scale per row: a token of the activation, an output channel of the weight), or
-per 128-wide block of a row ("block"), and keeps the rest in fp32.  Roles: ``qkv`` (attn.Wqkv), ``o``
+per 128-wide block of a row ("block"; a row whose width is no multiple of 128 keeps one scale), and keeps the
+rest in fp32.  Roles: ``qkv`` (attn.Wqkv), ``o``
 (attn.Wo), ``up`` (mlp.Wi, GEGLU's input), ``down`` (mlp.Wo), or their BERT counterparts (laya-mini).  Each recipe reports max |dp| against fp32
 and argmax agreement where fp32's margin exceeds 0.05 (parity.py's fp8 gate: 0.03 and all equal).
 """
