@@ -1,8 +1,8 @@
 """The CPU paths end to end through `predict`: fp32 eager (baseline) vs eager bf16 autocast, ONNX fp32, ONNX INT8.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_cpu.py [--shapes tiny,base] [--exporter dynamo|legacy]
-        [--no-int8] [--int8-per-tensor] [--int8-last-layers N] [--no-bf16] [--unfused] [--checkpoint-dir DIR]
-        [--out PATH] [--wait-quiet S] [--rounds-scale F] [--threads N]
+        [--no-int8] [--int8-per-tensor] [--int8-last-layers N] [--no-bf16] [--unfused] [--inductor]
+        [--checkpoint-dir DIR] [--out PATH] [--wait-quiet S] [--rounds-scale F] [--threads N]
 
 Cases: 1 state x 3 questions (`predict`) and 16 states x 3 questions (`predict_batch`), on the `tiny`
 and `base` (mmBERT-base shape, ~600 MB fp16) random checkpoints of scripts/make_checkpoint.py, built
@@ -204,7 +204,7 @@ def run_case(runners: dict, call, rounds: int, warmup: int) -> dict:
     return out
 
 
-def eager_runner(checkpoint: str, amp: str | None):
+def eager_runner(checkpoint: str, amp: str | None, **load_options):
     """A torch Agent with LAYA_CPU_AMP=amp at load (None: unset, the fp32 default)."""
     import laya
 
@@ -212,11 +212,23 @@ def eager_runner(checkpoint: str, amp: str | None):
     try:
         if amp:
             os.environ["LAYA_CPU_AMP"] = amp
-        return laya.load(checkpoint, device="cpu")
+        return laya.load(checkpoint, device="cpu", **load_options)
     finally:
         os.environ.pop("LAYA_CPU_AMP", None)
         if saved is not None:
             os.environ["LAYA_CPU_AMP"] = saved
+
+
+def inductor_runner(checkpoint: str):
+    """eager bf16 under `compile=True` with Inductor's CPU options for it: frozen weights (their bf16 casts
+    folded once) and max-autotune GEMMs choosing between ATen and Inductor's C++ micro-GEMM (AMX tiles where
+    the CPU has them). A probe for issue 30, not a laya path: the options are process-wide."""
+    import torch._inductor.config as inductor
+
+    inductor.freezing = True
+    inductor.max_autotune = True
+    inductor.max_autotune_gemm_backends = "CPP,ATEN"
+    return eager_runner(checkpoint, "bf16", compile=True, compile_warmup=False)
 
 
 def targets_met(shape: str, cases: dict) -> dict:
@@ -243,6 +255,11 @@ def bench_shape(shape: str, root: str, args: argparse.Namespace) -> dict:
     runners = {BASELINE: eager_runner(info["checkpoint"], None)}
     if not args.no_bf16:
         runners["eager_bf16"] = eager_runner(info["checkpoint"], "bf16")
+    if args.inductor:
+        runners["inductor_bf16"] = inductor_runner(info["checkpoint"])
+        started = time.perf_counter()
+        runners["inductor_bf16"].predict(STATE, QUESTIONS)  # the compile, at this request's shapes
+        info["inductor_first_call_s"] = time.perf_counter() - started
     info["eager_precision"] = {n: describe(r.precision, r.device) for n, r in runners.items()}
     info["bf16_native"] = features().native_bf16  # False: the bf16 runner is emulated, expect it slow
     for name, graph in info["graphs"].items():
@@ -286,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-bf16", action="store_true", help="skip the eager bf16 autocast runner")
     parser.add_argument("--unfused", action="store_true",
                         help="also time the graphs without the attention fusion (fp32 and INT8)")
+    parser.add_argument("--inductor", action="store_true",
+                        help="also time eager bf16 compiled by Inductor (frozen weights, C++/AMX micro-GEMMs)")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads for both torch and ORT (default: usable cores); 1 is far less sensitive to "
                              "other load on a small machine")
