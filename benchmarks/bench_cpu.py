@@ -219,15 +219,20 @@ def eager_runner(checkpoint: str, amp: str | None, **load_options):
             os.environ["LAYA_CPU_AMP"] = saved
 
 
-def inductor_runner(checkpoint: str):
-    """eager bf16 under `compile=True` with Inductor's CPU options for it: frozen weights (their bf16 casts
-    folded once) and max-autotune GEMMs choosing between ATen and Inductor's C++ micro-GEMM (AMX tiles where
-    the CPU has them). A probe for issue 30, not a laya path: the options are process-wide."""
+def use_inductor_cpu_gemms() -> None:
+    """Inductor's CPU options for the probe: frozen weights (their bf16 casts folded once) and max-autotune
+    GEMMs choosing between ATen and Inductor's C++ micro-GEMM (AMX tiles where the CPU has them). A probe for
+    issue 30, not a laya path: the options are process-wide (parity_cpu.py --inductor uses them too)."""
     import torch._inductor.config as inductor
 
     inductor.freezing = True
     inductor.max_autotune = True
     inductor.max_autotune_gemm_backends = "CPP,ATEN"
+
+
+def inductor_runner(checkpoint: str):
+    """eager bf16 under `compile=True` with use_inductor_cpu_gemms' options."""
+    use_inductor_cpu_gemms()
     return eager_runner(checkpoint, "bf16", compile=True, compile_warmup=False)
 
 

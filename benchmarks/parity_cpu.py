@@ -1,6 +1,6 @@
 """Answer parity of the reduced-precision CPU paths against fp32 eager: 288 questions (benchmarks/parity.py's set).
 
-    HF_HUB_OFFLINE=1 .venv-test/bin/python benchmarks/parity_cpu.py [--model DIR] [--graph-dir DIR] [--json PATH]
+    HF_HUB_OFFLINE=1 .venv-test/bin/python benchmarks/parity_cpu.py [--model DIR] [--graph-dir DIR] [--json PATH] [--inductor]
         [--int8-last-layers N]
 
 Candidates: eager under bf16 autocast (with its cached bf16 Linear weights, laya.cpu_bf16, and with
@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="default benchmarks/results/parity_cpu_<date>.json")
     parser.add_argument("--int8-last-layers", type=int, default=None, metavar="N",
                         help="also judge an INT8 graph quantised in its last N encoder layers only")
+    parser.add_argument("--inductor", action="store_true",
+                        help="also judge eager bf16 compiled by Inductor (bench_cpu.py --inductor's probe)")
     args = parser.parse_args(argv)
 
     import torch
@@ -134,6 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     identity["answers_identical"] = candidates["eager_bf16_autocast"] == candidates["eager_bf16_per_call_cast"]
     identity["cached_tensors"], identity["cached_bytes"] = len(bf16.bf16_weights), bf16.bf16_weights.nbytes
     del per_call
+    if args.inductor:
+        from bench_cpu import use_inductor_cpu_gemms
+
+        use_inductor_cpu_gemms()
+        compiled = laya.load(model, device="cpu", compile=True, compile_warmup=False)
+        compiled.precision = bf16.precision
+        candidates["inductor_bf16"] = run_set(compiled, states)
+        del compiled
     for name, path in paths.items():
         with ONNXAgent(model, onnx_path=path) as agent:
             candidates[name] = run_set(agent, states)
