@@ -6,11 +6,11 @@ parity.py's 288 questions.
 The FP8 fast path's error is its quantisation, not its kernels (its GPU forward sits within ~0.01 of
 fake-quantised fp32 on the tiny checkpoint), so recipes can be compared without kernels: each recipe
 replaces some of the encoder's Linears by ``x -> Q(x) @ Q(W)^T + b`` in fp32, where Q rounds to e4m3
-with laya.fp8's rule (one scale per row: a token of the activation, an output channel of the weight), or
-per 128-wide block of a row ("block"; a row whose width is no multiple of 128 keeps one scale), and keeps the
-rest in fp32.  Roles: ``qkv`` (attn.Wqkv), ``o``
-(attn.Wo), ``up`` (mlp.Wi, GEGLU's input), ``down`` (mlp.Wo), or their BERT counterparts (laya-mini).  Each recipe reports max |dp| against fp32
-and argmax agreement where fp32's margin exceeds 0.05 (parity.py's fp8 gate: 0.03 and all equal).
+with laya.fp8's rule (``"row"``: one scale per row, a token of the activation or an output channel of the
+weight; ``"block"``: one per 128-wide block of a row, one per row where the width is no multiple of 128), and
+keeps the rest in fp32.  Roles: ``qkv`` (attn.Wqkv), ``o`` (attn.Wo), ``up`` (mlp.Wi, GEGLU's input),
+``down`` (mlp.Wo), or their BERT counterparts (laya-mini).  Each recipe reports max |dp| against fp32 and
+argmax agreement where fp32's margin exceeds 0.05 (parity.py's fp8 gate: 0.03 and all equal).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts"), os.path.dirname(os.path.abspath(__file__))]
 
+from laya import fp8 as FP8  # noqa: E402
 from parity import GOALS, compare, make_states, run_set, worst_questions  # noqa: E402
 
 # role -> the Linears that play it, by encoder family (ModernBERT: the fast path's; BERT: laya-mini's)
@@ -54,8 +55,6 @@ def recipes(n_layers: int) -> list[dict]:
 
 def fake_quant(x, how: str | None):
     """x [rows, K] rounded through e4m3 by laya.fp8's rule, per row or per 128-wide block of a row."""
-    from laya import fp8 as FP8
-
     if how is None:
         return x
     rows, k = x.shape
@@ -83,9 +82,7 @@ class Quantised:
     def __enter__(self):
         import torch.nn.functional as F
 
-        act, weight = self.recipe.get("act", "token"), self.recipe.get("weight", "channel")
-        act_rule = None if act is None else ("block" if act == "block" else "row")
-        weight_rule = None if weight is None else ("block" if weight == "block" else "row")
+        act_rule, weight_rule = self.recipe.get("act", "row"), self.recipe.get("weight", "row")
         for i in self.recipe["layers"]:
             for role in self.recipe["roles"]:
                 for lin in role_linears(self.encoder, i, role):

@@ -1,7 +1,7 @@
 """Answer parity of the reduced-precision CPU paths against fp32 eager: 288 questions (benchmarks/parity.py's set).
 
-    HF_HUB_OFFLINE=1 .venv-test/bin/python benchmarks/parity_cpu.py [--model DIR] [--graph-dir DIR] [--json PATH] [--inductor]
-        [--int8-last-layers N]
+    HF_HUB_OFFLINE=1 .venv-test/bin/python benchmarks/parity_cpu.py [--model DIR] [--graph-dir DIR] [--json PATH]
+        [--int8-last-layers N] [--inductor]
 
 Candidates: eager under bf16 autocast (with its cached bf16 Linear weights, laya.cpu_bf16, and with
 autocast's own per-call weight cast, the path before it), the ONNX fp32 graph, and INT8 graphs with
