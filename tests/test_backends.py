@@ -184,9 +184,32 @@ def test_dynamo_one_graph_for_many_shapes(fresh):
     assert len(graphs) == 1
 
 
+def test_compile_settings_global_fallback_restores_once(monkeypatch):
+    """Where torch's config patches are global, overlapping forwards (exiting out of order) restore both
+    settings only when the last one leaves."""
+    import torch._dynamo.config as dynamo_config
+    import torch.fx.experimental._config as fx_config
+
+    import laya.backends.compile as compile_backend
+
+    monkeypatch.setattr(compile_backend, "_PER_THREAD", False)
+    before = (dynamo_config.specialize_float, fx_config.use_duck_shape)
+    first, second = compile_backend.compile_settings(), compile_backend.compile_settings()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert (dynamo_config.specialize_float, fx_config.use_duck_shape) == (True, False)
+    second.__exit__(None, None, None)
+    assert (dynamo_config.specialize_float, fx_config.use_duck_shape) == before
+
+
 def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh):
     """compile=True keeps working on the CPU (Inductor C++); one graph serves both multi-row shapes.
     The slowest test here (~1 min on 2 cores): lazy compilation, a single graph."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
     agent = laya.load(tiny_checkpoint, device="cpu", compile=True, compile_warmup=False)
     assert agent.backend == "compile"
     for states in (["refund my order", "the app crashes"], ["hello", "x " * 60, "cancel it"]):
@@ -195,6 +218,8 @@ def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh
         for g, w in zip(got, want):
             for qid in QUESTIONS:
                 assert g["answers"][qid]["confidence"] == pytest.approx(w["answers"][qid]["confidence"], abs=2e-4)
+    # each graph traced once: a symbolic Python float would make Inductor restart the analysis (2 traces)
+    assert counters["aot_autograd"]["total"] == counters["stats"]["unique_graphs"] == 1, dict(counters["aot_autograd"])
     assert agent.set_backend("eager") == "eager" and not agent._compiled  # the wrapper is unwrapped
     assert type(agent.model).__name__ == "DecisionModel"
 

@@ -29,8 +29,8 @@ CALLS_PER_SHAPE = 3  # CUDA-graph trees record on the second call and replay fro
 OFF_VALUES = ("0", "false", "no", "off")
 
 COMPILE_LOCK = threading.RLock()
-_duck_lock = threading.Lock()
-_duck_users = 0
+_settings_lock = threading.Lock()
+_settings_users: dict = {}  # (config module name, setting) -> [forwards inside it, value saved on entry]
 
 
 def _patch_is_per_thread() -> bool:
@@ -49,28 +49,53 @@ _PER_THREAD = None
 
 
 @contextlib.contextmanager
-def independent_dims() -> Iterator[None]:
-    global _PER_THREAD, _duck_users
-    import torch.fx.experimental._config as fx_config
+def _config_set(module: Any, name: str, value: Any) -> Iterator[None]:
+    """`module.name = value` for the duration: a per-thread patch where torch has them, else a global
+    set refcounted under a lock so overlapping forwards restore it once."""
+    global _PER_THREAD
 
     if _PER_THREAD is None:
         _PER_THREAD = _patch_is_per_thread()
     if _PER_THREAD:
-        with fx_config.patch(use_duck_shape=False):
+        with module.patch(**{name: value}):
             yield
         return
-    with _duck_lock:  # a global flag: refcount it so overlapping forwards restore it once
-        if _duck_users == 0:
-            independent_dims.saved = fx_config.use_duck_shape
-            fx_config.use_duck_shape = False
-        _duck_users += 1
+    key = (module.__name__, name)
+    with _settings_lock:
+        entry = _settings_users.setdefault(key, [0, None])
+        if entry[0] == 0:
+            entry[1] = getattr(module, name)
+            setattr(module, name, value)
+        entry[0] += 1
     try:
         yield
     finally:
-        with _duck_lock:
-            _duck_users -= 1
-            if _duck_users == 0:
-                fx_config.use_duck_shape = independent_dims.saved
+        with _settings_lock:
+            entry[0] -= 1
+            if entry[0] == 0:
+                setattr(module, name, entry[1])
+
+
+def independent_dims() -> contextlib.AbstractContextManager:
+    """No duck shapes: equal-sized dims (rows == markers) are not tied, so one graph serves many shapes."""
+    import torch.fx.experimental._config as fx_config
+
+    return _config_set(fx_config, "use_duck_shape", False)
+
+
+def constant_floats() -> contextlib.AbstractContextManager:
+    """Python floats traced as constants: a symbolic float makes Inductor restart the analysis, which
+    redoes the Dynamo and AOT traces of every graph, cached restarts included (issue 24)."""
+    import torch._dynamo.config as dynamo_config
+
+    return _config_set(dynamo_config, "specialize_float", True)
+
+
+@contextlib.contextmanager
+def compile_settings() -> Iterator[None]:
+    """What every laya torch.compile forward traces under."""
+    with independent_dims(), constant_floats():
+        yield
 
 
 def compile_model(model: torch.nn.Module, **kwargs: Any) -> torch.nn.Module:
@@ -87,9 +112,9 @@ def check_compile_mode(mode: str) -> None:
 
 def run_compiled(fn: Callable, tensors: tuple, on_cuda: bool, mark_steps: bool) -> tuple[torch.Tensor, torch.Tensor]:
     if not on_cuda:
-        with independent_dims():
+        with compile_settings():
             return fn(*tensors)
-    with COMPILE_LOCK, independent_dims():
+    with COMPILE_LOCK, compile_settings():
         if mark_steps:
             torch.compiler.cudagraph_mark_step_begin()
         logits, act = fn(*tensors)

@@ -1,0 +1,159 @@
+"""The compile backend's start: an empty Inductor cache, then restarts on the cache it left, fresh interpreters.
+
+    HF_HUB_OFFLINE=1 PYTHONPATH=$PWD python benchmarks/bench_cold_start_compile.py [--device cuda|cpu]
+        [--shape large] [--checkpoint DIR] [--runs 2] [--baseline-root TREE] [--out PATH]
+
+cuda: ``cold`` is `laya prebuild --backend compile --cache-dir D` (the compile warm-up plus the Inductor
+mega-cache file), ``restart`` is `laya.Agent(path, device="cuda", backend="compile")` with
+LAYA_INDUCTOR_CACHE_DIR=D. cpu (the compile backend is CUDA-only): ``cold`` and ``restart`` are
+`laya.load(path, device="cpu", compile=True)` with TORCHINDUCTOR_CACHE_DIR=D, empty then filled.
+cpu-graph (a diagnostic, no GPU needed): the compile backend's own graph and warm-up shapes, compiled
+by Inductor for the CPU, answering through an eager agent.
+Every case times process start to the first triage answer and records the compiler's counters (graphs,
+AOT traces, FX-graph cache hits) and phase seconds. --baseline-root runs the same cases on another tree
+(e.g. `git archive` of the previous commit) in the same run, and the ratios compare the two.
+JSON: benchmarks/results/cold_start_compile_<device>_<date>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+from _env import bench_checkpoint, save_result  # noqa: E402
+
+TEXT = "I was charged twice for my order and nobody answers my emails, please refund me today"
+
+CHILD = r"""
+import json, sys, time
+t0 = float(sys.argv[1]); device, path, text = sys.argv[2:5]
+marks = {"interpreter": time.time() - t0}
+import laya
+marks["import_laya"] = time.time() - t0
+if device == "cuda":
+    agent = laya.Agent(path, device="cuda", backend="compile")
+elif device == "cpu":
+    agent = laya.load(path, device="cpu", compile=True)
+else:  # cpu-graph: the compile backend's own graph, built and warmed up on the CPU (a diagnostic)
+    import torch
+    from laya.backends.compile import CompileBackend, configure_inductor_cache
+    agent = laya.Agent(path, device="cpu", backend="eager")
+    configure_inductor_cache()
+    graph = CompileBackend(agent, warmup=False)  # its default mode, reduce-overhead (CUDA graphs skipped here)
+    graph.max_len = agent.cfg["max_len"]
+    graph.compiled = torch.compile(graph._aligned_forward, dynamic=True, mode=graph.mode)
+    graph.warmup()
+    agent.backend_object.call = graph.call
+marks["agent_ready"] = time.time() - t0
+result = agent.predict(text, laya.triage_questions())
+marks["first_answer"] = time.time() - t0
+from torch._dynamo.utils import compile_times, counters
+names, values = compile_times(repr="csv", aggregate=True)
+print("BENCH " + json.dumps({"marks": marks, "backend": agent.backend,
+    "warmup_s": getattr(agent.backend_object, "warmup_s", None),
+    "counters": {"unique_graphs": counters["stats"].get("unique_graphs", 0),
+                 "aot_traces": counters["aot_autograd"].get("total", 0),
+                 **{k: v for k, v in counters["inductor"].items() if "cache" in k},
+                 **{k: v for k, v in counters["aot_autograd"].items() if "cache" in k}},
+    "phase_s": {n: round(float(v), 2) for n, v in zip(names, values) if float(v) >= 0.05},
+    "laya": laya.__file__, "answer": {k: v.get("answer") if isinstance(v, dict) else None for k, v in result.items()}}))
+"""
+
+PREBUILD = r"""
+import sys, time
+t0 = float(sys.argv[1])
+from laya.prebuild import main
+rc = main(["--model", sys.argv[2], "--backend", "compile", "--cache-dir", sys.argv[3]])
+print("BENCH {\"marks\": {\"prebuilt\": %.3f}, \"rc\": %d}" % (time.time() - t0, rc))
+"""
+
+
+def child(script: str, args: list[str], env: dict, root: str) -> dict:
+    """Run `script` in a fresh interpreter; `python -c` puts the working directory first on sys.path,
+    so it runs in `root` to import that tree's laya."""
+    start = time.time()
+    out = subprocess.run([sys.executable, "-c", script, repr(start), *args], env=env, cwd=root,
+                         capture_output=True, text=True, timeout=1800)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("BENCH ")]
+    if out.returncode != 0 or not lines:
+        raise RuntimeError(f"child failed (rc {out.returncode}): {out.stderr[-3000:]}")
+    rec = json.loads(lines[-1][6:])
+    rec["wall_s"] = round(time.time() - start, 3)
+    return rec
+
+
+def tree_env(root: str, cache: str) -> dict:
+    """A child's environment: `root`'s laya first on the path, the Inductor cache in `cache`, offline."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", LAYA_INDUCTOR_CACHE_DIR=cache, TORCHINDUCTOR_CACHE_DIR=cache,
+               PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
+    env.pop("TRITON_CACHE_DIR", None)
+    return env
+
+
+def run_tree(root: str, device: str, path: str, runs: int, scratch: str) -> dict:
+    cache = tempfile.mkdtemp(prefix="inductor-", dir=scratch)
+    env = tree_env(root, cache)
+    if device == "cuda":
+        cold = child(PREBUILD, [path, cache], env, root)
+        if cold["rc"] != 0:
+            raise RuntimeError(f"laya prebuild failed on {root}")
+    else:
+        cold = child(CHILD, [device, path, TEXT], env, root)
+    restarts = [child(CHILD, [device, path, TEXT], env, root) for _ in range(runs)]
+    first = [r["marks"]["first_answer"] for r in restarts]
+    return {"root": root, "cold": cold, "restart": restarts,
+            "summary": {"cold_s": round(cold["marks"].get("first_answer", cold["marks"].get("prebuilt")), 2),
+                        "restart_first_answer_s": round(statistics.median(first), 2),
+                        "restart_agent_ready_s": round(statistics.median(r["marks"]["agent_ready"] for r in restarts), 2)}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu", "cpu-graph"))
+    ap.add_argument("--shape", default="large")
+    ap.add_argument("--checkpoint", default=None)
+    ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--baseline-root", default=None, help="another tree's root, measured the same way")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    path = args.checkpoint or bench_checkpoint(args.shape)
+    import torch
+
+    scratch = tempfile.mkdtemp(prefix="laya-cold-compile-")
+    try:
+        trees = {"candidate": run_tree(REPO, args.device, path, args.runs, scratch)}
+        if args.baseline_root:
+            trees["baseline"] = run_tree(os.path.abspath(args.baseline_root), args.device, path, args.runs, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    answers = {json.dumps(r["answer"], sort_keys=True) for t in trees.values() for r in t["restart"]}
+    record = {"benchmark": "benchmarks/bench_cold_start_compile.py", "issue": 24, "date": dt.date.today().isoformat(),
+              "device": args.device, "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None,
+              "shape": args.shape, "checkpoint": path, "runs": args.runs,
+              "target": {"cuda_restart_first_answer_s": 30}, "trees": trees,
+              "same_answers_in_every_restart": len(answers) == 1}
+    if "baseline" in trees:
+        base, cand = trees["baseline"]["summary"], trees["candidate"]["summary"]
+        record["ratios"] = {"restart_baseline_over_candidate": round(base["restart_first_answer_s"]
+                                                                      / cand["restart_first_answer_s"], 2),
+                            "cold_baseline_over_candidate": round(base["cold_s"] / cand["cold_s"], 2)}
+    out = save_result(record, f"cold_start_compile_{args.device}_{record['date']}.json", args.out)
+    for name, tree in trees.items():
+        print(name, tree["summary"], tree["restart"][-1]["counters"])
+    print(record.get("ratios"), "same answers:", record["same_answers_in_every_restart"])
+    print(out)
+
+
+if __name__ == "__main__":
+    main()
