@@ -90,6 +90,7 @@ def child(script: str, args: list[str], env: dict, root: str) -> dict:
         raise RuntimeError(f"child failed (rc {out.returncode}): {out.stderr[-3000:]}")
     rec = json.loads(lines[-1][6:])
     rec["wall_s"] = round(time.time() - start, 3)
+    rec["stderr_tail"] = out.stderr[-2000:]
     return rec
 
 
@@ -107,7 +108,7 @@ def run_tree(root: str, device: str, path: str, runs: int, scratch: str) -> dict
     if device == "cuda":
         cold = child(PREBUILD, [path, cache], env, root)
         if cold["rc"] != 0:
-            raise RuntimeError(f"laya prebuild failed on {root}")
+            raise RuntimeError(f"laya prebuild failed on {root}: {cold['stderr_tail']}")
     else:
         cold = child(CHILD, [device, path, TEXT], env, root)
     restarts = [child(CHILD, [device, path, TEXT], env, root) for _ in range(runs)]

@@ -245,6 +245,20 @@ def test_compile_backend_settings_from_the_environment(tmp_path, monkeypatch):
     assert configure_inductor_cache() == str(tmp_path / "home" / ".cache" / "laya" / "inductor")
 
 
+def test_inductor_cache_dir_replaces_only_inductors_own_default(tmp_path, monkeypatch):
+    """Importing torch._dynamo writes Inductor's temporary default into TORCHINDUCTOR_CACHE_DIR: laya's
+    persistent directory replaces that value, never one the user chose."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from laya.backends.compile import configure_inductor_cache
+
+    monkeypatch.setenv("LAYA_INDUCTOR_CACHE_DIR", str(tmp_path / "laya"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())
+    assert configure_inductor_cache() == str(tmp_path / "laya") == os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    assert configure_inductor_cache() == str(tmp_path / "mine")
+
+
 def test_broadcast_masks_match_the_stock_modernbert_masks(fresh):
     """The compile backend's pre-built masks give the encoder the same output as its own mask path."""
     from laya.model import broadcast_masks

@@ -147,10 +147,22 @@ def load_prebuilt_artifacts(cache_dir: str) -> bool:
     return True
 
 
+def _inductor_default_cache_dir() -> str | None:
+    """The temporary directory Inductor falls back to (and writes into the environment on import)."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:
+        return None
+    return os.path.abspath(default_cache_dir())
+
+
 def configure_inductor_cache() -> str:
-    """Persistent FX-graph cache (default ~/.cache/laya/inductor); an existing setting wins."""
+    """Persistent FX-graph cache (default ~/.cache/laya/inductor); an existing TORCHINDUCTOR_CACHE_DIR wins
+    unless it is Inductor's own default, which importing torch._dynamo puts in the environment."""
     chosen = os.environ.get(CACHE_DIR_ENV, "").strip() or os.path.expanduser(DEFAULT_CACHE_DIR)
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", chosen)
+    current = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
+    if not current or os.path.abspath(current) == _inductor_default_cache_dir():
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = chosen
     os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
     os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "1")
     import torch._inductor.config as inductor_config
