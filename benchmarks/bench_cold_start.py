@@ -88,17 +88,26 @@ print("BENCH " + json.dumps({"marks": marks, "backend": getattr(agent, "backend"
 """
 
 
-def child(mode: str, path: str, env: dict) -> dict:
+def run_script(script: str, args: list[str], env: dict, root: str = REPO, timeout: float = 900) -> dict:
+    """`python -c script <start time> *args` in a fresh interpreter; its last `BENCH {json}` line, with the
+    wall time and stderr's tail. It runs in `root`: `python -c` puts the working directory first on
+    sys.path, so that tree's laya is the one imported."""
     start = time.time()
-    argv = [PHASES, repr(start), path] if mode == "phases" else [CHILD, repr(start), mode, path, TEXT]
-    out = subprocess.run([sys.executable, "-c", *argv], env=env,
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run([sys.executable, "-c", script, repr(start), *args], env=env, cwd=root,
+                         capture_output=True, text=True, timeout=timeout)
     lines = [line for line in out.stdout.splitlines() if line.startswith("BENCH ")]
     if out.returncode != 0 or not lines:
-        raise RuntimeError(f"{mode} child failed (rc {out.returncode}): {out.stderr[-3000:]}")
+        raise RuntimeError(f"child failed (rc {out.returncode}): {out.stderr[-3000:]}")
     rec = json.loads(lines[-1][6:])
     rec["wall_s"] = round(time.time() - start, 3)
+    rec["stderr_tail"] = out.stderr[-2000:]
     return rec
+
+
+def child(mode: str, path: str, env: dict) -> dict:
+    if mode == "phases":
+        return run_script(PHASES, [path], env)
+    return run_script(CHILD, [mode, path, TEXT], env)
 
 
 def median_marks(records: list) -> dict:

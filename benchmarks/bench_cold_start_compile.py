@@ -23,17 +23,14 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from _env import bench_checkpoint, save_result  # noqa: E402
-
-TEXT = "I was charged twice for my order and nobody answers my emails, please refund me today"
+from bench_cold_start import TEXT, run_script  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -79,21 +76,6 @@ print("BENCH {\"marks\": {\"prebuilt\": %.3f}, \"rc\": %d}" % (time.time() - t0,
 """
 
 
-def child(script: str, args: list[str], env: dict, root: str) -> dict:
-    """Run `script` in a fresh interpreter; `python -c` puts the working directory first on sys.path,
-    so it runs in `root` to import that tree's laya."""
-    start = time.time()
-    out = subprocess.run([sys.executable, "-c", script, repr(start), *args], env=env, cwd=root,
-                         capture_output=True, text=True, timeout=1800)
-    lines = [line for line in out.stdout.splitlines() if line.startswith("BENCH ")]
-    if out.returncode != 0 or not lines:
-        raise RuntimeError(f"child failed (rc {out.returncode}): {out.stderr[-3000:]}")
-    rec = json.loads(lines[-1][6:])
-    rec["wall_s"] = round(time.time() - start, 3)
-    rec["stderr_tail"] = out.stderr[-2000:]
-    return rec
-
-
 def tree_env(root: str, cache: str) -> dict:
     """A child's environment: `root`'s laya first on the path, the Inductor cache in `cache`, offline."""
     env = dict(os.environ, HF_HUB_OFFLINE="1", LAYA_INDUCTOR_CACHE_DIR=cache, TORCHINDUCTOR_CACHE_DIR=cache,
@@ -106,12 +88,12 @@ def run_tree(root: str, device: str, path: str, runs: int, scratch: str) -> dict
     cache = tempfile.mkdtemp(prefix="inductor-", dir=scratch)
     env = tree_env(root, cache)
     if device == "cuda":
-        cold = child(PREBUILD, [path, cache], env, root)
+        cold = run_script(PREBUILD, [path, cache], env, root, timeout=1800)
         if cold["rc"] != 0:
             raise RuntimeError(f"laya prebuild failed on {root}: {cold['stderr_tail']}")
     else:
-        cold = child(CHILD, [device, path, TEXT], env, root)
-    restarts = [child(CHILD, [device, path, TEXT], env, root) for _ in range(runs)]
+        cold = run_script(CHILD, [device, path, TEXT], env, root, timeout=1800)
+    restarts = [run_script(CHILD, [device, path, TEXT], env, root, timeout=1800) for _ in range(runs)]
     first = [r["marks"]["first_answer"] for r in restarts]
     return {"root": root, "cold": cold, "restart": restarts,
             "summary": {"cold_s": round(cold["marks"].get("first_answer", cold["marks"].get("prebuilt")), 2),
