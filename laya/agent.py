@@ -21,7 +21,8 @@ from .cpu_bf16 import Bf16Weights
 from .read_write_gate import ReadWriteGate
 from . import backends
 from .backends.base import is_oom
-from .backends.compile import LegacyCompiled, check_compile_mode, compile_model, inductor_cache_dir
+from .backends.compile import (LegacyCompiled, check_compile_mode, compile_model, inductor_cache_dir,
+                               use_inductor_cache_dir)
 from .backends.eager import EagerBackend
 from .model import build_model
 from .parallel_layout import require_modernbert
@@ -78,8 +79,7 @@ class Agent(Predictor):
                  batch_invariant: bool = False):
         backend, backend_options, fast, compile = _backend_arguments(backend, aoti_path, fast, compile)
         if compile and not fast and compile_cache:
-            os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir())
-            os.makedirs(os.environ["TORCHINDUCTOR_CACHE_DIR"], exist_ok=True)
+            os.makedirs(use_inductor_cache_dir(inductor_cache_dir()), exist_ok=True)
         self._setup_hooks(hooks, on_predict_start, on_predict_end, hooks_raise, hooks_concurrent, hooks_timeout)
         self.batch_invariant = check_batch_invariant(batch_invariant)
 

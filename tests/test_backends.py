@@ -141,6 +141,11 @@ def test_compile_cache_environment_rules(tiny_checkpoint, tmp_path, monkeypatch)
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
     laya.load(tiny_checkpoint, device="cpu", compile=True, compile_cache=True, compile_warmup=False)
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")  # an existing setting wins
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", default_cache_dir())  # what importing torch._dynamo leaves
+    laya.load(tiny_checkpoint, device="cpu", compile=True, compile_cache=True, compile_warmup=False)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "home" / ".cache" / "laya" / "torchinductor")
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
     (tmp_path / "file").write_text("x")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))

@@ -156,13 +156,18 @@ def _inductor_default_cache_dir() -> str | None:
     return os.path.abspath(default_cache_dir())
 
 
-def configure_inductor_cache() -> str:
-    """Persistent FX-graph cache (default ~/.cache/laya/inductor); an existing TORCHINDUCTOR_CACHE_DIR wins
-    unless it is Inductor's own default, which importing torch._dynamo puts in the environment."""
-    chosen = os.environ.get(CACHE_DIR_ENV, "").strip() or os.path.expanduser(DEFAULT_CACHE_DIR)
+def use_inductor_cache_dir(chosen: str) -> str:
+    """TORCHINDUCTOR_CACHE_DIR = `chosen` unless the user set it: Inductor's own default, which importing
+    torch._dynamo writes into the environment, does not count as set. Returns the directory in effect."""
     current = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
     if not current or os.path.abspath(current) == _inductor_default_cache_dir():
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = chosen
+    return os.environ["TORCHINDUCTOR_CACHE_DIR"]
+
+
+def configure_inductor_cache() -> str:
+    """Persistent FX-graph cache (default ~/.cache/laya/inductor) unless the user chose another directory."""
+    use_inductor_cache_dir(os.environ.get(CACHE_DIR_ENV, "").strip() or os.path.expanduser(DEFAULT_CACHE_DIR))
     os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
     os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "1")
     import torch._inductor.config as inductor_config
