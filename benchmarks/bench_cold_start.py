@@ -88,7 +88,8 @@ print("BENCH " + json.dumps({"marks": marks, "backend": getattr(agent, "backend"
 """
 
 
-def run_script(script: str, args: list[str], env: dict, root: str = REPO, timeout: float = 900) -> dict:
+def run_script(script: str, args: list[str], env: dict, root: str = REPO, timeout: float = 900,
+               label: str = "child") -> dict:
     """`python -c script <start time> *args` in a fresh interpreter; its last `BENCH {json}` line, with the
     wall time and stderr's tail. It runs in `root`: `python -c` puts the working directory first on
     sys.path, so that tree's laya is the one imported."""
@@ -97,7 +98,7 @@ def run_script(script: str, args: list[str], env: dict, root: str = REPO, timeou
                          capture_output=True, text=True, timeout=timeout)
     lines = [line for line in out.stdout.splitlines() if line.startswith("BENCH ")]
     if out.returncode != 0 or not lines:
-        raise RuntimeError(f"child failed (rc {out.returncode}): {out.stderr[-3000:]}")
+        raise RuntimeError(f"{label} failed (rc {out.returncode}): {out.stderr[-3000:]}")
     rec = json.loads(lines[-1][6:])
     rec["wall_s"] = round(time.time() - start, 3)
     rec["stderr_tail"] = out.stderr[-2000:]
@@ -106,8 +107,8 @@ def run_script(script: str, args: list[str], env: dict, root: str = REPO, timeou
 
 def child(mode: str, path: str, env: dict) -> dict:
     if mode == "phases":
-        return run_script(PHASES, [path], env)
-    return run_script(CHILD, [mode, path, TEXT], env)
+        return run_script(PHASES, [path], env, label="phases child")
+    return run_script(CHILD, [mode, path, TEXT], env, label=f"{mode} child")
 
 
 def median_marks(records: list) -> dict:

@@ -75,6 +75,7 @@ def main() -> None:
         row["padding"] = padding(agent, kw)
     record = {"benchmark": "benchmarks/bench_cpu_batching.py", "issue": 30, "date": dt.date.today().isoformat(),
               "shape": args.shape, "checkpoint": path, "states": len(STATES16), "questions": list(QUESTIONS),
+              "arguments": vars(args),
               "run_environment": environment(), "case": case}
     out = save_result(record, f"cpu_batching_{record['date']}.json", args.out)
     for name, row in case["runners"].items():

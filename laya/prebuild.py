@@ -50,8 +50,8 @@ def prebuild_tilelang(args: argparse.Namespace, agent, start: float) -> str:
 def prebuild_compile(args: argparse.Namespace, agent, start: float) -> str:
     import torch
 
-    if args.cache_dir:
-        os.environ["LAYA_INDUCTOR_CACHE_DIR"] = os.path.abspath(args.cache_dir)
+    if args.cache_dir:  # the flag wins over both variables
+        os.environ["LAYA_INDUCTOR_CACHE_DIR"] = os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.abspath(args.cache_dir)
     agent.set_backend("compile", strict=True, warmup=True)  # the install's warm-up compiles every shape
     _stage("compile warm-up done", start)
     root = agent.backend_object.cache_dir

@@ -199,13 +199,21 @@ def test_compile_settings_global_fallback_restores_once(monkeypatch):
 
     monkeypatch.setattr(compile_backend, "_PER_THREAD", False)
     before = (dynamo_config.specialize_float, fx_config.use_duck_shape)
+    assert before != (True, False)
     first, second = compile_backend.compile_settings(), compile_backend.compile_settings()
-    first.__enter__()
-    second.__enter__()
-    first.__exit__(None, None, None)
-    assert (dynamo_config.specialize_float, fx_config.use_duck_shape) == (True, False)
-    second.__exit__(None, None, None)
-    assert (dynamo_config.specialize_float, fx_config.use_duck_shape) == before
+    try:
+        first.__enter__()
+        second.__enter__()
+        first.__exit__(None, None, None)
+        assert (dynamo_config.specialize_float, fx_config.use_duck_shape) == (True, False)
+        with pytest.raises(RuntimeError):
+            with compile_backend.compile_settings():
+                raise RuntimeError("a failing forward")
+        assert (dynamo_config.specialize_float, fx_config.use_duck_shape) == (True, False)
+        second.__exit__(None, None, None)
+        assert (dynamo_config.specialize_float, fx_config.use_duck_shape) == before
+    finally:
+        dynamo_config.specialize_float, fx_config.use_duck_shape = before
 
 
 def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh):

@@ -246,7 +246,7 @@ def test_replica_killed_mid_load_the_rest_is_answered(cluster, want):
         time.sleep(0.25)
     fresh = set(replica_actors()) - set(before)
     print(f"\nkilled {victim} mid-load: {len(failed)} of {len(answered)} requests failed (in flight on it), "
-          f"replacement up {time.monotonic() - t_kill:.1f} s after the kill")
+          f"replacement up {(steady_since or time.monotonic()) - t_kill:.1f} s after the kill")
     assert replica_states().get("RUNNING") == 2 and len(fresh) == 1, (replica_states(), replica_actors())
     seen = set()
     for i in range(40):

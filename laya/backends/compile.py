@@ -55,7 +55,9 @@ def _config_set(module: Any, name: str, value: Any) -> Iterator[None]:
     global _PER_THREAD
 
     if _PER_THREAD is None:
-        _PER_THREAD = _patch_is_per_thread()
+        with _settings_lock:  # the probe flips a setting: never while another forward is tracing
+            if _PER_THREAD is None:
+                _PER_THREAD = _patch_is_per_thread()
     if _PER_THREAD:
         with module.patch(**{name: value}):
             yield
@@ -84,10 +86,13 @@ def independent_dims() -> contextlib.AbstractContextManager:
 
 
 def constant_floats() -> contextlib.AbstractContextManager:
-    """Python floats traced as constants: a symbolic float makes Inductor restart the analysis, which
-    redoes the Dynamo and AOT traces of every graph, cached restarts included (issue 24)."""
+    """Python floats traced as constants: under reduce-overhead Inductor specialises symbolic floats by
+    restarting the analysis, which redoes the Dynamo and AOT traces of every graph, cached restarts
+    included (issue 24)."""
     import torch._dynamo.config as dynamo_config
 
+    if not hasattr(dynamo_config, "specialize_float"):  # torch < 2.4 always traced floats as constants
+        return contextlib.nullcontext()
     return _config_set(dynamo_config, "specialize_float", True)
 
 
@@ -157,8 +162,8 @@ def _inductor_default_cache_dir() -> str | None:
 
 
 def use_inductor_cache_dir(chosen: str) -> str:
-    """TORCHINDUCTOR_CACHE_DIR = `chosen` unless the user set it: Inductor's own default, which importing
-    torch._dynamo writes into the environment, does not count as set. Returns the directory in effect."""
+    """setdefault(TORCHINDUCTOR_CACHE_DIR, chosen), where Inductor's own default (which importing
+    torch._dynamo writes into the environment) counts as unset. Returns the directory in effect."""
     current = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
     if not current or os.path.abspath(current) == _inductor_default_cache_dir():
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = chosen
