@@ -11,7 +11,8 @@ cpu-graph (a diagnostic, no GPU needed): the compile backend's own graph and war
 by Inductor for the CPU, answering through an eager agent.
 Every case times process start to the first triage answer and records the compiler's counters (graphs,
 AOT traces, FX-graph cache hits) and phase seconds. --baseline-root runs the same cases on another tree
-(e.g. `git archive` of the previous commit) in the same run, and the ratios compare the two.
+(e.g. `git archive` of the previous commit) in the same run, restarts interleaved with the candidate's,
+and the ratios compare the two.
 JSON: benchmarks/results/cold_start_compile_<device>_<date>.json.
 """
 
@@ -84,21 +85,33 @@ def tree_env(root: str, cache: str) -> dict:
     return env
 
 
-def run_tree(root: str, device: str, path: str, runs: int, scratch: str) -> dict:
-    cache = tempfile.mkdtemp(prefix="inductor-", dir=scratch)
+def cold_start(root: str, device: str, path: str, cache: str) -> dict:
+    """The empty-cache case of one tree, filling `cache`."""
     env = tree_env(root, cache)
-    if device == "cuda":
-        cold = run_script(PREBUILD, [path, cache], env, root, timeout=1800)
-        if cold["rc"] != 0:
-            raise RuntimeError(f"laya prebuild failed on {root}: {cold['stderr_tail']}")
-    else:
-        cold = run_script(CHILD, [device, path, TEXT], env, root, timeout=1800)
-    restarts = [run_script(CHILD, [device, path, TEXT], env, root, timeout=1800) for _ in range(runs)]
-    first = [r["marks"]["first_answer"] for r in restarts]
-    return {"root": root, "cold": cold, "restart": restarts,
-            "summary": {"cold_s": round(cold["marks"].get("first_answer", cold["marks"].get("prebuilt")), 2),
-                        "restart_first_answer_s": round(statistics.median(first), 2),
-                        "restart_agent_ready_s": round(statistics.median(r["marks"]["agent_ready"] for r in restarts), 2)}}
+    if device != "cuda":
+        return run_script(CHILD, [device, path, TEXT], env, root, timeout=1800, label=f"cold start of {root}")
+    cold = run_script(PREBUILD, [path, cache], env, root, timeout=1800, label=f"prebuild of {root}")
+    if cold["rc"] != 0:
+        raise RuntimeError(f"laya prebuild failed on {root}: {cold['stderr_tail']}")
+    return cold
+
+
+def run_trees(roots: dict, device: str, path: str, runs: int, scratch: str) -> dict:
+    """Each tree's cold start, then their restarts interleaved (round by round), so drift hits them alike."""
+    caches = {name: tempfile.mkdtemp(prefix=f"inductor-{name}-", dir=scratch) for name in roots}
+    trees = {name: {"root": root, "cold": cold_start(root, device, path, caches[name]), "restart": []}
+             for name, root in roots.items()}
+    for _ in range(runs):
+        for name, root in roots.items():
+            trees[name]["restart"].append(run_script(CHILD, [device, path, TEXT], tree_env(root, caches[name]), root,
+                                                     timeout=1800, label=f"restart of {root}"))
+    for tree in trees.values():
+        marks = tree["cold"]["marks"]
+        tree["summary"] = {
+            "cold_s": round(marks.get("first_answer", marks.get("prebuilt")), 2),
+            "restart_first_answer_s": round(statistics.median(r["marks"]["first_answer"] for r in tree["restart"]), 2),
+            "restart_agent_ready_s": round(statistics.median(r["marks"]["agent_ready"] for r in tree["restart"]), 2)}
+    return trees
 
 
 def main() -> None:
@@ -115,9 +128,10 @@ def main() -> None:
 
     scratch = tempfile.mkdtemp(prefix="laya-cold-compile-")
     try:
-        trees = {"candidate": run_tree(REPO, args.device, path, args.runs, scratch)}
+        roots = {"candidate": REPO}
         if args.baseline_root:
-            trees["baseline"] = run_tree(os.path.abspath(args.baseline_root), args.device, path, args.runs, scratch)
+            roots["baseline"] = os.path.abspath(args.baseline_root)
+        trees = run_trees(roots, args.device, path, args.runs, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     answers = {json.dumps(r["answer"], sort_keys=True) for t in trees.values() for r in t["restart"]}
