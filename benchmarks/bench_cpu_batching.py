@@ -26,8 +26,9 @@ from bench_cpu import (BASELINE, QUESTIONS, STATES16, eager_runner, environment,
 from _env import bench_checkpoint, save_result  # noqa: E402
 
 
-def padding(agent, options: dict) -> dict:
-    """Real and padded encoder tokens of the batches one `predict_batch` with `options` sends the forward."""
+def answers_and_padding(agent, options: dict) -> tuple[list, dict]:
+    """One `predict_batch` with `options`: its answers, and the real and padded encoder tokens of the
+    batches it sent the forward."""
     backend, seen = agent.forward_backend, []
     forward = backend.run
 
@@ -37,11 +38,12 @@ def padding(agent, options: dict) -> dict:
 
     backend.run = recording
     try:
-        agent.predict_batch(STATES16, QUESTIONS, **options)
+        answers = agent.predict_batch(STATES16, QUESTIONS, **options)
     finally:
         del backend.run
     padded, real = sum(p for p, _ in seen), sum(r for _, r in seen)
-    return {"forwards": len(seen), "real_tokens": real, "padded_tokens": padded, "waste": round(1 - real / padded, 3)}
+    return answers, {"forwards": len(seen), "real_tokens": real, "padded_tokens": padded,
+                     "waste": round(1 - real / padded, 3)}
 
 
 def main() -> None:
@@ -63,16 +65,16 @@ def main() -> None:
         for b in sizes:
             runners[f"eager_{precision} bs{b} sorted"] = (agent, {"batch_size": b, "sort_by_length": True})
     assert BASELINE in runners
-    results = {name: agent.predict_batch(STATES16, QUESTIONS, **kw) for name, (agent, kw) in runners.items()}
+    measured = {name: answers_and_padding(agent, kw) for name, (agent, kw) in runners.items()}
     case = run_case(runners, lambda r: r[0].predict_batch(STATES16, QUESTIONS, **r[1]), args.rounds, warmup=1)
-    for name, (agent, kw) in runners.items():
+    for name in runners:
         own = name.split(" ")[0]
         row = case["runners"][name]
         row["speedup_vs_own_one_batch"] = case["runners"][own]["median_ms"] / row["median_ms"]
         row["paired_vs_own_one_batch"] = statistics.median(
             a / b for a, b in zip(case["runners"][own]["samples_ms"], row["samples_ms"]))
-        row["parity_vs_own_one_batch"] = parity(results[own], results[name])
-        row["padding"] = padding(agent, kw)
+        row["parity_vs_own_one_batch"] = parity(measured[own][0], measured[name][0])
+        row["padding"] = measured[name][1]
     record = {"benchmark": "benchmarks/bench_cpu_batching.py", "issue": 30, "date": dt.date.today().isoformat(),
               "shape": args.shape, "checkpoint": path, "states": len(STATES16), "questions": list(QUESTIONS),
               "arguments": vars(args),

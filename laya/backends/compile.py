@@ -172,13 +172,14 @@ def use_inductor_cache_dir(chosen: str) -> str:
 
 def configure_inductor_cache() -> str:
     """Persistent FX-graph cache (default ~/.cache/laya/inductor) unless the user chose another directory."""
-    use_inductor_cache_dir(os.environ.get(CACHE_DIR_ENV, "").strip() or os.path.expanduser(DEFAULT_CACHE_DIR))
+    cache_dir = use_inductor_cache_dir(os.environ.get(CACHE_DIR_ENV, "").strip()
+                                       or os.path.expanduser(DEFAULT_CACHE_DIR))
     os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "1")
     os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "1")
     import torch._inductor.config as inductor_config
 
     inductor_config.fx_graph_cache = True
-    return os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    return cache_dir
 
 
 def warmup_enabled(default: bool | None = True) -> bool:
