@@ -1,7 +1,7 @@
 """Time from process start to the first answer, fresh interpreters, with an empty and a warm kernel store.
 
     HF_HUB_OFFLINE=1 PYTHONPATH=$PWD python benchmarks/bench_cold_start.py [--shape large] [--runs 3]
-        [--checkpoint DIR] [--out PATH] [--only-empty] [--no-sync]
+        [--checkpoint DIR] [--out PATH] [--only-empty] [--no-sync] [--warm-ab TREE]
 
 tilelang cases (each process: `laya.Agent(path, device="cuda", backend="tilelang")` then one `predict` of
 the triage preset; the clock starts before the interpreter does):
@@ -16,6 +16,8 @@ the triage preset; the clock starts before the interpreter does):
                        "excluding the checkpoint read": it removes the imports too).
 * ``phases_store_warm`` imports one by one, the eager agent, FastLaya built from the warm store, its
                        warm-up (graph captures): where a warm start's seconds go.
+``--warm-ab TREE`` times only ``store_warm`` and ``phases`` for TREE (e.g. a git archive of the previous
+commit) and this tree, interleaved, on one store.
 Medians over --runs processes (the empty cases: a fresh directory each).  JSON:
 benchmarks/results/cold_start_tilelang_<date>.json.
 """
@@ -105,10 +107,10 @@ def run_script(script: str, args: list[str], env: dict, root: str = REPO, timeou
     return rec
 
 
-def child(mode: str, path: str, env: dict) -> dict:
+def child(mode: str, path: str, env: dict, root: str = REPO) -> dict:
     if mode == "phases":
-        return run_script(PHASES, [path], env, label="phases child")
-    return run_script(CHILD, [mode, path, TEXT], env, label=f"{mode} child")
+        return run_script(PHASES, [path], env, root, label="phases child")
+    return run_script(CHILD, [mode, path, TEXT], env, root, label=f"{mode} child")
 
 
 def median_marks(records: list) -> dict:
@@ -147,14 +149,14 @@ def run_tilelang(path: str, runs: int, keep: str | None = None, sync: bool = Tru
         cases["checkpoint_read"] = [child("read", path, dict(base_env, LAYA_KERNEL_CACHE="off",
                                                              TILELANG_CACHE_DIR=os.path.join(scratch, "tl0")))
                                     for _ in range(runs)]
-        empty, sync = [], []
+        empty, synced = [], []
         for i in range(runs):
             empty.append(child("public", path, dict(base_env, LAYA_KERNEL_CACHE=os.path.join(scratch, f"e{i}"))))
             if sync:
-                sync.append(child("sync", path, dict(base_env, LAYA_KERNEL_CACHE=os.path.join(scratch, f"s{i}"))))
+                synced.append(child("sync", path, dict(base_env, LAYA_KERNEL_CACHE=os.path.join(scratch, f"s{i}"))))
         cases["store_empty"] = empty
         if sync:
-            cases["store_empty_sync"] = sync
+            cases["store_empty_sync"] = synced
             warm_root = os.path.join(scratch, f"s{runs - 1}")  # complete: every class was built there
         else:
             warm_root = os.path.join(scratch, "full")
@@ -185,6 +187,29 @@ def run_tilelang(path: str, runs: int, keep: str | None = None, sync: bool = Tru
                                                / summary["store_empty"]["first_answer"], 2) if sync else None}
 
 
+def run_warm_ab(path: str, runs: int, baseline_root: str) -> dict:
+    """Warm-store starts of two trees, interleaved, on one store (built once, by this tree, not timed)."""
+    base_env = child_env()
+    scratch = tempfile.mkdtemp(prefix="laya-cold-")
+    try:
+        store = dict(base_env, LAYA_KERNEL_CACHE=os.path.join(scratch, "full"))
+        child("sync", path, store)
+        cases: dict = {"baseline_store_warm": [], "store_warm": [], "baseline_phases": [], "phases": []}
+        for _ in range(runs):
+            for prefix, root in (("baseline_", baseline_root), ("", REPO)):
+                cases[prefix + "store_warm"].append(child("public", path, store, root))
+                cases[prefix + "phases"].append(child("phases", path, store, root))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    summary = {name: median_marks(recs) for name, recs in cases.items()}
+    answers = {json.dumps(r["answer"], sort_keys=True) for name in ("store_warm", "baseline_store_warm")
+               for r in cases[name]}
+    return {"baseline_root": baseline_root, "cases": cases, "summary": summary,
+            "same_answers_in_every_case": len(answers) == 1,
+            "ratio_warm_first_answer_baseline_over_candidate": round(
+                summary["baseline_store_warm"]["first_answer"] / summary["store_warm"]["first_answer"], 3)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shape", default="large")
@@ -194,6 +219,8 @@ def main() -> None:
     ap.add_argument("--no-sync", action="store_true", help="skip the store_empty_sync case (the slowest)")
     ap.add_argument("--only-empty", action="store_true",
                     help="only checkpoint_read and store_empty (A/B of background builds between two trees)")
+    ap.add_argument("--warm-ab", default=None, metavar="TREE",
+                    help="only warm-store starts, interleaved with another tree's (e.g. a git archive of HEAD)")
     ap.add_argument("--keep", default=None, help="keep the stores in this (new) directory instead of a temporary one")
     args = ap.parse_args()
     path = args.checkpoint or bench_checkpoint(args.shape)
@@ -204,11 +231,14 @@ def main() -> None:
               "pythonpycacheprefix": os.environ.get("PYTHONPYCACHEPREFIX"), "gpu": torch.cuda.get_device_name(0),
               "targets": {"store_empty_first_answer_s_excluding_read": 15, "store_warm_first_answer_s_excluding_read": 3,
                           "store_size_mb": 200},
-              **(run_empty_only(path, args.runs) if args.only_empty else
+              **(run_warm_ab(path, args.runs, args.warm_ab) if args.warm_ab else
+                 run_empty_only(path, args.runs) if args.only_empty else
                  run_tilelang(path, args.runs, args.keep, not args.no_sync))}
     out = save_result(record, f"cold_start_tilelang_{record['date']}.json", args.out)
-    if args.only_empty:
+    if args.only_empty or args.warm_ab:
         print(json.dumps(record["summary"], indent=1))
+        if args.warm_ab:
+            print(f"warm first answer, baseline / candidate: {record['ratio_warm_first_answer_baseline_over_candidate']}")
         print(out)
         return
     print(f"{'case':<18}{'import':>8}{'ready':>8}{'first':>8}{'minus read':>11}")

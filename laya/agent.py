@@ -126,9 +126,23 @@ class Agent(Predictor):
         model = build_model(self.cfg, encoder_dir if os.path.isdir(encoder_dir) else None, pretrained=False)
         if self.parallel_options:  # refused at load, not on every request
             require_modernbert(model.encoder.config, f" ({model_dir})")
-        load_weights(model, model_dir)
+        self._load_weights(model, model_dir)
         model.encoder.config.reference_compile = bool(compile)
         return model
+
+    def _load_weights(self, model: torch.nn.Module, model_dir: str) -> None:
+        """Weights read straight onto a CUDA device (not via fp32 CPU copies: RESULTS.md § bench_cold_start.py);
+        on the CPU if that OOMs, where _place_model tries again and warns."""
+        if self.device.type == "cuda":
+            try:
+                return load_weights(model, model_dir, self.device)
+            except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
+                if not is_oom(e, self.device):
+                    raise
+                model.to("cpu")
+                gc.collect()
+                torch.cuda.empty_cache()
+        load_weights(model, model_dir)
 
     def _compile_legacy(self, compile_mode: str) -> None:
         """compile=True: the model becomes a torch.compile wrapper (spec 5.4), unless the layout forbids it."""

@@ -222,9 +222,15 @@ def check_state_dict(model: Any, state: dict) -> None:
                          "encoder/config.json; " + "; ".join(problems))
 
 
-def load_weights(model: Any, model_dir: str) -> None:
+def load_weights(model: Any, model_dir: str, device: Any = "cpu") -> None:
+    """model.safetensors into `model`. With an accelerator `device`, the weights are read onto it and become the
+    parameters there (the model's buffers stay where the build made them, for `model.to` to move)."""
     from safetensors.torch import load_file
 
-    state = load_file(check_weights_file(model_dir))
+    state = load_file(check_weights_file(model_dir), device=str(device))
     check_state_dict(model, state)
-    model.load_state_dict(state, strict=True)
+    if str(device) == "cpu":
+        model.load_state_dict(state, strict=True)
+        return
+    expected = model.state_dict()
+    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()}, strict=True, assign=True)

@@ -49,3 +49,16 @@ def test_cuda_fp16_env_and_multi_chunk_batches(tiny_checkpoint, monkeypatch):
         for qid in QUESTIONS:
             assert x["answers"][qid]["confidence"] == pytest.approx(y["answers"][qid]["confidence"], abs=2e-2)
     assert gpu.warmup() > 0
+
+
+def test_cuda_agent_reads_weights_onto_the_gpu_with_the_cpu_agents_exact_values(tiny_checkpoint):
+    gpu = laya.load(tiny_checkpoint, device="cuda")
+    cpu = laya.load(tiny_checkpoint, device="cpu")
+    g, c = gpu.model.state_dict(), cpu.model.state_dict()
+    assert g.keys() == c.keys()
+    for name, t in g.items():
+        assert t.is_cuda and t.dtype == c[name].dtype, name
+        assert torch.equal(t.cpu(), c[name]), name
+    # buffers the build computes (e.g. rotary inverse frequencies) come from the CPU, bit for bit, as before
+    for (name, b), (_, b_cpu) in zip(gpu.model.named_buffers(), cpu.model.named_buffers()):
+        assert b.is_cuda and torch.equal(b.cpu(), b_cpu), name
