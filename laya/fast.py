@@ -242,7 +242,7 @@ class FastLaya:
     def _start_child(self, classes: list):
         """The child process that traces and compiles `classes` into the kernel store (None: no store)."""
         store = kernel_cache.active()
-        if store is None:
+        if store is None or not store.writable:  # a child could not publish what it builds
             return None
         work = {c: self._class_requests([c])[0] for c in classes}
         child = kernel_builder.BuilderProcess(kernel_builder.payload(work, self.cpu), store.root)

@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import uuid
+import warnings
 from typing import Any
 
 ENV = "LAYA_KERNEL_CACHE"
@@ -122,9 +123,34 @@ class KernelStore:
         self.root = os.path.abspath(os.path.expanduser(root))
         self._namespaces: dict[tuple, str] = {}
         self.hits = self.misses = self.rebuilt = 0
+        self._writable: bool | None = None
 
     def __repr__(self) -> str:
         return f"KernelStore({self.root!r})"
+
+    @property
+    def writable(self) -> bool:
+        """Whether entries and TileLang's binaries can be written under the root (probed once, warned once)."""
+        if self._writable is None:
+            error = self.write_error()
+            if error is not None:
+                warnings.warn(f"laya: the kernel store {self.root} is not writable ({error}); kernels found there "
+                              f"are still loaded, new ones are built without being saved. Set {ENV} to a writable "
+                              "directory, or to 'off'.", RuntimeWarning, stacklevel=2)
+            self._writable = error is None
+        return self._writable
+
+    def write_error(self) -> str | None:
+        """Why nothing can be written under the root (a probe file in TileLang's folder), or None."""
+        probe = os.path.join(self.root, "tilelang", f".probe-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        try:
+            os.makedirs(os.path.dirname(probe), exist_ok=True)
+            with open(probe, "w"):
+                pass
+            os.remove(probe)
+        except OSError as e:
+            return f"{type(e).__name__}: {e}"
+        return None
 
     def namespace(self, target: str, compile_flags: list | None = None) -> str:
         key = (target, tuple(compile_flags or ()))
@@ -142,7 +168,7 @@ class KernelStore:
         try:
             with open(path, "rb") as f:
                 raw = f.read()
-        except FileNotFoundError:
+        except OSError:  # absent, or a store that cannot be read here (a miss: the kernel is traced instead)
             self.misses += 1
             return None
         try:
@@ -165,12 +191,14 @@ class KernelStore:
         """Publish `prim` under `key` atomically (a temporary file renamed into place)."""
         import tvm
 
+        if not self.writable:
+            return
         path = self.entry_path(key, target, compile_flags)
         prim_json = tvm.ir.save_json(prim)
         entry = {"key": key, "request": describe, "prim_sha256": _sha256(prim_json.encode()), "prim": prim_json}
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
         try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(tmp, "w") as f:
                 json.dump(entry, f)
             os.replace(tmp, path)
@@ -180,8 +208,9 @@ class KernelStore:
 
     def hold_tilelang_binaries(self) -> None:
         """Point TileLang's own disk cache under this root.  The variable is process-wide and stays set
-        (restoring it would race with compiles in other threads)."""
-        os.environ["TILELANG_CACHE_DIR"] = os.path.join(self.root, "tilelang")
+        (restoring it would race with compiles in other threads).  Not where TileLang could not write."""
+        if self.writable:
+            os.environ["TILELANG_CACHE_DIR"] = os.path.join(self.root, "tilelang")
 
 
 def directory_bytes(root: str) -> int:

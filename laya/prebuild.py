@@ -33,12 +33,23 @@ def _stage(message: str, start: float) -> None:
     print(f"laya prebuild: {message} ({time.perf_counter() - start:.1f} s)", file=sys.stderr, flush=True)
 
 
-def prebuild_tilelang(args: argparse.Namespace, agent, start: float) -> str:
+def kernel_store_root(args: argparse.Namespace) -> str:
+    """The store a tilelang prebuild fills: --cache-dir, else the environment's; refused if off or unwritable."""
     from . import kernel_cache
 
     root = args.cache_dir or kernel_cache.default_root()
     if root is None:
         raise ValueError(f"{kernel_cache.ENV} turns the kernel store off; pass --cache-dir DIR")
+    error = kernel_cache.KernelStore(root).write_error()
+    if error is not None:
+        raise ValueError(f"cannot write kernels to {root} ({error}); pass --cache-dir with a writable directory")
+    return root
+
+
+def prebuild_tilelang(args: argparse.Namespace, agent, start: float) -> str:
+    from . import kernel_cache
+
+    root = kernel_store_root(args)
     agent.set_backend("tilelang", strict=True, kernel_cache=root, background=False)
     store = kernel_cache.active()  # the store the backend installed for `root`
     _stage(f"kernels built ({store.hits} loaded from the store, {store.misses} traced)", start)
@@ -71,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
 
         from .agent import Agent
 
+        if args.backend == "tilelang":
+            kernel_store_root(args)  # before minutes of loading: a store it cannot fill is refused now
         if not torch.cuda.is_available() and args.device.startswith("cuda"):
             raise RuntimeError("prebuild builds GPU kernels and this machine has no CUDA device")
         agent = Agent(args.model, device=args.device, backend="eager")

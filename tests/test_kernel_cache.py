@@ -106,6 +106,26 @@ def test_warm_store_skips_the_trace_and_gives_the_same_kernel(store, monkeypatch
     assert torch.equal(cold, warm)
 
 
+def test_an_unwritable_store_warns_once_and_the_kernel_still_builds(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")  # a store root below a regular file can be neither read nor written
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "tilelang-own"))
+    previous = kernel_cache.active()
+    store = kernel_cache.use(str(blocker / "kernels"))
+    K.gemm_kernel.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning) as caught:
+            run_gemm(K.compile_cpu(K.gemm_kernel, *SHAPE, bias=True, act="relu"))
+        mine = [str(w.message) for w in caught if "kernel store" in str(w.message)]
+        assert len(mine) == 1 and mine[0].startswith(f"laya: the kernel store {store.root} is not writable (")
+        assert mine[0].endswith("Set LAYA_KERNEL_CACHE to a writable directory, or to 'off'.")
+        assert (store.hits, store.misses, store.writable) == (0, 1, False)
+        assert os.environ["TILELANG_CACHE_DIR"] == str(tmp_path / "tilelang-own")  # not moved where it cannot write
+    finally:
+        kernel_cache.use(previous.root if previous is not None else None)
+        K.gemm_kernel.cache_clear()
+
+
 @pytest.mark.parametrize("damage", ["garbage", "wrong_hash", "truncated"])
 def test_a_corrupt_entry_is_rebuilt(store, damage):
     run_gemm(K.compile_cpu(K.gemm_kernel, *SHAPE, bias=True, act="relu"))
