@@ -132,16 +132,16 @@ class Agent(Predictor):
 
     def _load_weights(self, model: torch.nn.Module, model_dir: str) -> None:
         """Weights read straight onto a CUDA device (not via fp32 CPU copies: RESULTS.md § bench_cold_start.py);
-        on the CPU if that OOMs, where _place_model tries again and warns."""
+        if that fails (out of memory, a GPU this torch cannot run), read on the CPU: _place_model then tries the
+        device again and warns if it still fails."""
         if self.device.type == "cuda":
             try:
-                return load_weights(model, model_dir, self.device)
-            except (RuntimeError, torch.cuda.OutOfMemoryError) as e:
-                if not is_oom(e, self.device):
-                    raise
-                model.to("cpu")
-                gc.collect()
-                torch.cuda.empty_cache()
+                index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+                return load_weights(model, model_dir, f"cuda:{index}", assign=True)
+            except RuntimeError:  # (torch.cuda.OutOfMemoryError is one)
+                pass
+            gc.collect()  # outside the except: its traceback no longer holds the GPU tensors
+            torch.cuda.empty_cache()
         load_weights(model, model_dir)
 
     def _compile_legacy(self, compile_mode: str) -> None:

@@ -222,15 +222,19 @@ def check_state_dict(model: Any, state: dict) -> None:
                          "encoder/config.json; " + "; ".join(problems))
 
 
-def load_weights(model: Any, model_dir: str, device: Any = "cpu") -> None:
-    """model.safetensors into `model`. With an accelerator `device`, the weights are read onto it and become the
-    parameters there (the model's buffers stay where the build made them, for `model.to` to move)."""
+def load_weights(model: Any, model_dir: str, device: Any = "cpu", assign: bool = False) -> None:
+    """model.safetensors into `model`, read onto `device`. assign=True: the read tensors, cast one by one to the
+    model's dtypes, become its parameters and persistent buffers (its other buffers stay where the build made them,
+    for `model.to` to move); else they are copied into the model's own."""
     from safetensors.torch import load_file
 
     state = load_file(check_weights_file(model_dir), device=str(device))
     check_state_dict(model, state)
-    if str(device) == "cpu":
+    if not assign:
         model.load_state_dict(state, strict=True)
         return
     expected = model.state_dict()
-    model.load_state_dict({k: v.to(expected[k].dtype) for k, v in state.items()}, strict=True, assign=True)
+    for name in list(state):  # in place: each 16-bit tensor is freed once its cast exists
+        state[name] = state[name].to(expected[name].dtype)
+    del expected
+    model.load_state_dict(state, strict=True, assign=True)

@@ -12,7 +12,8 @@ Layout under the root (``LAYA_KERNEL_CACHE``, else ``$XDG_CACHE_HOME/laya/kernel
 * ``<namespace>/<key>.json``  one entry: the request, the PrimFunc JSON and its sha256.  The namespace is a
   hash of everything that changes the binary besides the request: the kernel source, TileLang's version,
   the GPU architecture and CUDA version (or the C compiler flags and the CPU, for the CPU specialisation).
-* ``tilelang/``               TileLang's cache (laya sets ``TILELANG_CACHE_DIR`` to it when it compiles).
+* ``tilelang/``               TileLang's cache (laya sets ``TILELANG_CACHE_DIR`` to it when it compiles; a
+  read-only store keeps serving its binaries, and the kernels it lacks go to TileLang's previous cache).
 
 Entries are written to a temporary file and renamed into place, so racing processes each publish a whole
 entry; one that does not parse, or whose PrimFunc does not match its hash, is removed and rebuilt.
@@ -25,6 +26,7 @@ import hashlib
 import json
 import os
 import platform
+import threading
 import uuid
 import warnings
 from typing import Any
@@ -123,22 +125,22 @@ class KernelStore:
         self.root = os.path.abspath(os.path.expanduser(root))
         self._namespaces: dict[tuple, str] = {}
         self.hits = self.misses = self.rebuilt = 0
+        self.tilelang_dir = os.path.join(self.root, "tilelang")
         self._writable: bool | None = None
+        self._degraded = False  # a read-only store lacked a kernel: TileLang compiles into its own cache
+        self._tilelang_before: str | None = None  # TILELANG_CACHE_DIR before this store took it over
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"KernelStore({self.root!r})"
 
     @property
     def writable(self) -> bool:
-        """Whether entries and TileLang's binaries can be written under the root (probed once, warned once)."""
-        if self._writable is None:
-            error = self.write_error()
-            if error is not None:
-                warnings.warn(f"laya: the kernel store {self.root} is not writable ({error}); kernels found there "
-                              f"are still loaded, new ones are built without being saved. Set {ENV} to a writable "
-                              "directory, or to 'off'.", RuntimeWarning, stacklevel=2)
-            self._writable = error is None
-        return self._writable
+        """Whether entries and TileLang's binaries can be written under the root (probed once)."""
+        with self._lock:
+            if self._writable is None:
+                self._writable = self.write_error() is None
+            return self._writable
 
     def write_error(self) -> str | None:
         """Why nothing can be written under the root (a probe file in TileLang's folder), or None."""
@@ -149,8 +151,24 @@ class KernelStore:
                 pass
             os.remove(probe)
         except OSError as e:
-            return f"{type(e).__name__}: {e}"
+            return f"{type(e).__name__}: {e.strerror or e}"
         return None
+
+    def _lacks_kernels(self) -> None:
+        """A kernel this read-only store lacks is being built: warn once, and let TileLang compile into the cache
+        it had before (it cannot save into this store's folder)."""
+        with self._lock:
+            if self._degraded:
+                return
+            self._degraded = True
+            if self._tilelang_before is not None:
+                os.environ["TILELANG_CACHE_DIR"] = self._tilelang_before
+            elif os.environ.get("TILELANG_CACHE_DIR") == self.tilelang_dir:
+                os.environ.pop("TILELANG_CACHE_DIR")
+        warnings.warn(f"laya: the kernel store {self.root} cannot be written ({self.write_error()}) and lacks "
+                      "kernels this forward needs; they are built into TileLang's own cache and not saved. Point "
+                      f"{ENV} at a writable directory (or 'off'), or prebuild that store completely.",
+                      RuntimeWarning, stacklevel=3)
 
     def namespace(self, target: str, compile_flags: list | None = None) -> str:
         key = (target, tuple(compile_flags or ()))
@@ -192,6 +210,7 @@ class KernelStore:
         import tvm
 
         if not self.writable:
+            self._lacks_kernels()
             return
         path = self.entry_path(key, target, compile_flags)
         prim_json = tvm.ir.save_json(prim)
@@ -208,9 +227,16 @@ class KernelStore:
 
     def hold_tilelang_binaries(self) -> None:
         """Point TileLang's own disk cache under this root.  The variable is process-wide and stays set
-        (restoring it would race with compiles in other threads).  Not where TileLang could not write."""
-        if self.writable:
-            os.environ["TILELANG_CACHE_DIR"] = os.path.join(self.root, "tilelang")
+        (restoring it would race with compiles in other threads).  A read-only store's folder is used while it
+        has every kernel asked for (a prebuilt image), never where it does not exist."""
+        usable = self.writable or os.path.isdir(self.tilelang_dir)  # (the probe makes the folder where it can)
+        with self._lock:
+            if self._degraded or not usable:
+                return
+            current = os.environ.get("TILELANG_CACHE_DIR")
+            if current != self.tilelang_dir:
+                self._tilelang_before = current
+                os.environ["TILELANG_CACHE_DIR"] = self.tilelang_dir
 
 
 def directory_bytes(root: str) -> int:

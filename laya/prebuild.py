@@ -82,10 +82,10 @@ def main(argv: list[str] | None = None) -> int:
 
         from .agent import Agent
 
-        if args.backend == "tilelang":
-            kernel_store_root(args)  # before minutes of loading: a store it cannot fill is refused now
         if not torch.cuda.is_available() and args.device.startswith("cuda"):
             raise RuntimeError("prebuild builds GPU kernels and this machine has no CUDA device")
+        if args.backend == "tilelang":
+            kernel_store_root(args)  # before minutes of loading: a store it cannot fill is refused now
         agent = Agent(args.model, device=args.device, backend="eager")
         _stage(f"checkpoint loaded: {args.model}", start)
         build = prebuild_tilelang if args.backend == "tilelang" else prebuild_compile

@@ -51,8 +51,16 @@ def test_cuda_fp16_env_and_multi_chunk_batches(tiny_checkpoint, monkeypatch):
     assert gpu.warmup() > 0
 
 
-def test_cuda_agent_reads_weights_onto_the_gpu_with_the_cpu_agents_exact_values(tiny_checkpoint):
+def test_cuda_agent_reads_weights_onto_the_gpu_with_the_cpu_agents_exact_values(tiny_checkpoint, monkeypatch):
+    from laya import agent as agent_module
+
+    reads = []
+    real = agent_module.load_weights
+    monkeypatch.setattr(agent_module, "load_weights",
+                        lambda *a, **kw: reads.append((a[2:], kw)) or real(*a, **kw))
     gpu = laya.load(tiny_checkpoint, device="cuda")
+    # one read, onto the GPU, and no CPU fallback after it
+    assert reads == [((f"cuda:{torch.cuda.current_device()}",), {"assign": True})]
     cpu = laya.load(tiny_checkpoint, device="cpu")
     g, c = gpu.model.state_dict(), cpu.model.state_dict()
     assert g.keys() == c.keys()

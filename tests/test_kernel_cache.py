@@ -35,10 +35,10 @@ def store(tmp_path):
     K.gemm_kernel.cache_clear()
 
 
-def run_gemm(kernel):
+def run_gemm(kernel, shape=SHAPE):
     g = torch.Generator().manual_seed(7)
-    a, w, b = torch.randn(5, SHAPE[1], generator=g), torch.randn(*SHAPE, generator=g), torch.randn(SHAPE[0], generator=g)
-    out = torch.empty(5, SHAPE[0])
+    a, w, b = torch.randn(5, shape[1], generator=g), torch.randn(*shape, generator=g), torch.randn(shape[0], generator=g)
+    out = torch.empty(5, shape[0])
     kernel(a, w, b, out)
     torch.testing.assert_close(out.double(), torch.relu(a.double() @ w.double().T + b.double()), atol=1e-4, rtol=1e-5)
     return out
@@ -106,7 +106,7 @@ def test_warm_store_skips_the_trace_and_gives_the_same_kernel(store, monkeypatch
     assert torch.equal(cold, warm)
 
 
-def test_an_unwritable_store_warns_once_and_the_kernel_still_builds(tmp_path, monkeypatch):
+def test_an_unusable_store_warns_once_and_the_kernel_still_builds(tmp_path, monkeypatch):
     blocker = tmp_path / "a-file"
     blocker.write_text("")  # a store root below a regular file can be neither read nor written
     monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "tilelang-own"))
@@ -116,11 +116,40 @@ def test_an_unwritable_store_warns_once_and_the_kernel_still_builds(tmp_path, mo
     try:
         with pytest.warns(RuntimeWarning) as caught:
             run_gemm(K.compile_cpu(K.gemm_kernel, *SHAPE, bias=True, act="relu"))
+            K.gemm_kernel.cache_clear()
+            run_gemm(K.compile_cpu(K.gemm_kernel, *SHAPE, bias=True, act="relu"))  # a second build: no second warning
         mine = [str(w.message) for w in caught if "kernel store" in str(w.message)]
-        assert len(mine) == 1 and mine[0].startswith(f"laya: the kernel store {store.root} is not writable (")
-        assert mine[0].endswith("Set LAYA_KERNEL_CACHE to a writable directory, or to 'off'.")
-        assert (store.hits, store.misses, store.writable) == (0, 1, False)
+        assert len(mine) == 1 and mine[0].startswith(f"laya: the kernel store {store.root} cannot be written (")
+        assert mine[0].endswith("Point LAYA_KERNEL_CACHE at a writable directory (or 'off'), or prebuild that "
+                                "store completely.")
+        assert (store.hits, store.misses, store.writable) == (0, 2, False)
         assert os.environ["TILELANG_CACHE_DIR"] == str(tmp_path / "tilelang-own")  # not moved where it cannot write
+    finally:
+        kernel_cache.use(previous.root if previous is not None else None)
+        K.gemm_kernel.cache_clear()
+
+
+def test_a_read_only_complete_store_serves_its_binaries_silently(tmp_path, monkeypatch, recwarn):
+    monkeypatch.setenv("TILELANG_CACHE_DIR", str(tmp_path / "tilelang-own"))
+    previous = kernel_cache.active()
+    root = str(tmp_path / "image-store")
+    try:
+        kernel_cache.use(root)
+        K.gemm_kernel.cache_clear()
+        cold = run_gemm(K.compile_cpu(K.gemm_kernel, *SHAPE, bias=True, act="relu"))  # the prebuild
+        K.gemm_kernel.cache_clear()
+        own = tmp_path / "tilelang-own"
+        monkeypatch.setenv("TILELANG_CACHE_DIR", str(own))  # a new process on the image, whose layer is read-only
+        store = kernel_cache.use(root)
+        monkeypatch.setattr(store, "write_error", lambda: "PermissionError: Read-only file system")
+        warm = run_gemm(K.compile_cpu(K.gemm_kernel, *SHAPE, bias=True, act="relu"))
+        assert torch.equal(cold, warm) and (store.hits, store.misses) == (1, 0)
+        assert os.environ["TILELANG_CACHE_DIR"] == store.tilelang_dir  # TileLang reads the image's binaries
+        assert not [w for w in recwarn if "kernel store" in str(w.message)]
+
+        with pytest.warns(RuntimeWarning, match="lacks kernels this forward needs"):
+            run_gemm(K.compile_cpu(K.gemm_kernel, 40, 32, bias=True, act="relu"), shape=(40, 32))  # not prebuilt
+        assert os.environ["TILELANG_CACHE_DIR"] == str(own) and any(own.rglob("*"))  # compiled and saved there
     finally:
         kernel_cache.use(previous.root if previous is not None else None)
         K.gemm_kernel.cache_clear()
