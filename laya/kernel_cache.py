@@ -144,7 +144,7 @@ class KernelStore:
 
     def write_error(self) -> str | None:
         """Why nothing can be written under the root (a probe file in TileLang's folder), or None."""
-        probe = os.path.join(self.root, "tilelang", f".probe-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        probe = os.path.join(self.tilelang_dir, f".probe-{os.getpid()}-{uuid.uuid4().hex[:8]}")
         try:
             os.makedirs(os.path.dirname(probe), exist_ok=True)
             with open(probe, "w"):

@@ -49,7 +49,7 @@ def kernel_store_root(args: argparse.Namespace) -> str:
 def prebuild_tilelang(args: argparse.Namespace, agent, start: float) -> str:
     from . import kernel_cache
 
-    root = kernel_store_root(args)
+    root = args.cache_dir  # main resolved it (kernel_store_root) before loading
     agent.set_backend("tilelang", strict=True, kernel_cache=root, background=False)
     store = kernel_cache.active()  # the store the backend installed for `root`
     _stage(f"kernels built ({store.hits} loaded from the store, {store.misses} traced)", start)
@@ -84,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
 
         if not torch.cuda.is_available() and args.device.startswith("cuda"):
             raise RuntimeError("prebuild builds GPU kernels and this machine has no CUDA device")
-        if args.backend == "tilelang":
-            kernel_store_root(args)  # before minutes of loading: a store it cannot fill is refused now
+        if args.backend == "tilelang":  # before minutes of loading: a store it cannot fill is refused now
+            args.cache_dir = kernel_store_root(args)
         agent = Agent(args.model, device=args.device, backend="eager")
         _stage(f"checkpoint loaded: {args.model}", start)
         build = prebuild_tilelang if args.backend == "tilelang" else prebuild_compile
