@@ -86,7 +86,7 @@ fast = getattr(getattr(agent, "backend_object", None), "fast", None)
 print("BENCH " + json.dumps({"marks": marks, "backend": getattr(agent, "backend", None),
     "store": None if store is None else {"hits": store.hits, "misses": store.misses, "root": store.root},
     "kernel_compile_s": getattr(fast, "compile_s", None),
-    "answer": {k: v.get("answer") if isinstance(v, dict) else None for k, v in result.items()}}))
+    "answer": {n: a.get(a["type"]) for n, a in result["answers"].items()}}))
 """
 
 
@@ -111,6 +111,13 @@ def child(mode: str, path: str, env: dict, root: str = REPO) -> dict:
     if mode == "phases":
         return run_script(PHASES, [path], env, root, label="phases child")
     return run_script(CHILD, [mode, path, TEXT], env, root, label=f"{mode} child")
+
+
+def same_answers(records: list) -> bool:
+    """Every record holds a complete answer (each question decided) and all are equal."""
+    answers = [r.get("answer") or {} for r in records]
+    return all(a and None not in a.values() for a in answers) and len({json.dumps(a, sort_keys=True)
+                                                                      for a in answers}) == 1
 
 
 def median_marks(records: list) -> dict:
@@ -176,11 +183,9 @@ def run_tilelang(path: str, runs: int, keep: str | None = None, sync: bool = Tru
     read = summary["checkpoint_read"]["agent_ready"]
     for name in [n for n in ("store_empty", "store_empty_sync", "store_warm", "tilelang_only") if n in summary]:
         summary[name]["first_answer_minus_eager_agent"] = round(summary[name]["first_answer"] - read, 3)
-    answers = {json.dumps(r["answer"], sort_keys=True) for name in cases if "answer" in cases[name][0]
-               and name != "checkpoint_read"
-               for r in cases[name]}
     return {"cases": cases, "summary": summary, "store_size_mb": round(size / 2**20, 1),
-            "same_answers_in_every_case": len(answers) == 1,
+            "same_answers_in_every_case": same_answers(
+                [r for name in cases if name != "checkpoint_read" and "answer" in cases[name][0] for r in cases[name]]),
             "ratio_warm_vs_tilelang_only": round(summary["tilelang_only"]["first_answer"]
                                                  / summary["store_warm"]["first_answer"], 2),
             "ratio_empty_vs_empty_sync": round(summary["store_empty_sync"]["first_answer"]
@@ -202,10 +207,8 @@ def run_warm_ab(path: str, runs: int, baseline_root: str) -> dict:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     summary = {name: median_marks(recs) for name, recs in cases.items()}
-    answers = {json.dumps(r["answer"], sort_keys=True) for name in ("store_warm", "baseline_store_warm")
-               for r in cases[name]}
     return {"baseline_root": baseline_root, "cases": cases, "summary": summary,
-            "same_answers_in_every_case": len(answers) == 1,
+            "same_answers_in_every_case": same_answers(cases["store_warm"] + cases["baseline_store_warm"]),
             "ratio_warm_first_answer_baseline_over_candidate": round(
                 summary["baseline_store_warm"]["first_answer"] / summary["store_warm"]["first_answer"], 3)}
 

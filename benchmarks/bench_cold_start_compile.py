@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from _env import bench_checkpoint, save_result  # noqa: E402
-from bench_cold_start import TEXT, run_script  # noqa: E402
+from bench_cold_start import TEXT, run_script, same_answers  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -65,7 +65,7 @@ print("BENCH " + json.dumps({"marks": marks, "backend": agent.backend,
                  **{k: v for k, v in counters["inductor"].items() if "cache" in k},
                  **{k: v for k, v in counters["aot_autograd"].items() if "cache" in k}},
     "phase_s": {n: round(float(v), 2) for n, v in zip(names, values) if float(v) >= 0.05},
-    "laya": laya.__file__, "answer": {k: v.get("answer") if isinstance(v, dict) else None for k, v in result.items()}}))
+    "laya": laya.__file__, "answer": {n: a.get(a["type"]) for n, a in result["answers"].items()}}))
 """
 
 PREBUILD = r"""
@@ -134,12 +134,11 @@ def main() -> None:
         trees = run_trees(roots, args.device, path, args.runs, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    answers = {json.dumps(r["answer"], sort_keys=True) for t in trees.values() for r in t["restart"]}
     record = {"benchmark": "benchmarks/bench_cold_start_compile.py", "issue": 24, "date": dt.date.today().isoformat(),
               "device": args.device, "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None,
               "shape": args.shape, "checkpoint": path, "runs": args.runs,
               "target": {"cuda_restart_first_answer_s": 30}, "trees": trees,
-              "same_answers_in_every_restart": len(answers) == 1}
+              "same_answers_in_every_restart": same_answers([r for t in trees.values() for r in t["restart"]])}
     if "baseline" in trees:
         base, cand = trees["baseline"]["summary"], trees["candidate"]["summary"]
         record["ratios"] = {"restart_baseline_over_candidate": round(base["restart_first_answer_s"]
