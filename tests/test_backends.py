@@ -189,6 +189,42 @@ def test_dynamo_one_graph_for_many_shapes(fresh):
     assert len(graphs) == 1
 
 
+def test_compile_backend_gives_one_row_batches_the_many_row_graph(fresh):
+    """A 1-row batch is padded to 2 rows, so the compile backend traces one Dynamo graph for every batch."""
+    from laya.backends.compile import MIN_ROWS, CompileBackend
+    from laya.questions import check_questions
+    from laya.sequence import collate
+
+    graphs, rows_seen = [], []
+
+    def counting_backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def recording(ids16, *rest):
+        rows_seen.append(ids16.shape[0])
+        return compiled(ids16, *rest)
+
+    torch._dynamo.reset()
+    backend = CompileBackend(fresh, mode="default", warmup=False)
+    backend.max_len = 512
+    compiled = torch.compile(backend._aligned_forward, dynamic=True, backend=counting_backend)
+    backend.compiled = recording
+    all_rows = [r for t in ("refund me", "the app crashes on login", "hello, is anyone there?")
+                for r in fresh._rows(t, False, check_questions(QUESTIONS), 512, 192)[1]]
+    sizes = []
+    for rows in ([0], [0, 1, 2], [2]):
+        batch = collate([all_rows[i] for i in rows], 0)
+        sizes.append(batch.input_ids.shape[0])
+        with torch.no_grad():
+            got = backend.forward(*batch.tensors())
+            want = fresh.model(*batch.tensors())
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-5)  # token padding reorders sums of ~100s
+    assert sizes == [1, 3, 1] and rows_seen == [MIN_ROWS, 4, MIN_ROWS] and len(graphs) == 1
+
+
 def test_compile_settings_global_fallback_restores_once(monkeypatch):
     """Where torch's config patches are global, overlapping forwards (exiting out of order) restore both
     settings only when the last one leaves."""

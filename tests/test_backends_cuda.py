@@ -39,9 +39,12 @@ def eager(tiny_checkpoint):
 def test_compile_backend_matches_eager_and_enforces_its_max_len(tiny_checkpoint, eager, tmp_path, monkeypatch):
     monkeypatch.setenv("LAYA_INDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    from torch._dynamo.utils import counters
+    graphs_before = counters["stats"]["unique_graphs"]
     agent = laya.load(tiny_checkpoint, device="cuda", backend="compile")
     backend = agent.backend_object
     assert agent.backend == "compile" and backend.warmup_s > 0 and backend.cache_dir == str(tmp_path / "inductor")
+    assert counters["stats"]["unique_graphs"] - graphs_before == 1  # 1-row warm-up batches share the graph
     close(agent, eager)
     for batch_size in (1, 3):
         assert [list(r["answers"]) for r in agent.predict_batch(STATES, QUESTIONS, batch_size=batch_size)] == \
