@@ -79,6 +79,8 @@ def environment() -> dict:
         "torch_num_threads": torch.get_num_threads(),
         "torch_num_interop_threads": torch.get_num_interop_threads(),
         "thread_env": {name: os.environ.get(name) for name in THREAD_ENV_VARS},
+        # an image that forbids .pyc files recompiles every module in every process (seconds of start)
+        "bytecode": {"dont_write_bytecode": sys.dont_write_bytecode, "pycache_prefix": sys.pycache_prefix},
         "laya_git": git_revision(),
         "timestamp_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }

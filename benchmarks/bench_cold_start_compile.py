@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 from _env import bench_checkpoint, save_result  # noqa: E402
-from bench_cold_start import TEXT, run_script, same_answers  # noqa: E402
+from bench_cold_start import BYTECODE_NOTE, TEXT, bytecode_env, run_script, same_answers, warm_bytecode  # noqa: E402
 
 CHILD = r"""
 import json, sys, time
@@ -86,8 +86,8 @@ print("BENCH {\"marks\": {\"prebuilt\": %.3f}, \"rc\": %d}" % (time.time() - t0,
 
 def tree_env(root: str, cache: str) -> dict:
     """A child's environment: `root`'s laya first on the path, the Inductor cache in `cache`, offline."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", LAYA_INDUCTOR_CACHE_DIR=cache, TORCHINDUCTOR_CACHE_DIR=cache,
-               PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p))
+    env = bytecode_env(dict(os.environ, HF_HUB_OFFLINE="1", LAYA_INDUCTOR_CACHE_DIR=cache, TORCHINDUCTOR_CACHE_DIR=cache,
+                            PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)))
     env.pop("TRITON_CACHE_DIR", None)
     return env
 
@@ -106,6 +106,8 @@ def cold_start(root: str, device: str, path: str, cache: str) -> dict:
 def run_trees(roots: dict, device: str, path: str, runs: int, scratch: str) -> dict:
     """Each tree's cold start, then their restarts interleaved (round by round), so drift hits them alike."""
     caches = {name: tempfile.mkdtemp(prefix=f"inductor-{name}-", dir=scratch) for name in roots}
+    for name, root in roots.items():
+        warm_bytecode(tree_env(root, caches[name]), [root])
     trees = {name: {"root": root, "cold": cold_start(root, device, path, caches[name]), "restart": []}
              for name, root in roots.items()}
     for _ in range(runs):
@@ -145,7 +147,7 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     record = {"benchmark": "benchmarks/bench_cold_start_compile.py", "issue": 24, "date": dt.date.today().isoformat(),
               "device": args.device, "gpu": torch.cuda.get_device_name(0) if args.device == "cuda" else None,
-              "shape": args.shape, "checkpoint": path, "runs": args.runs,
+              "shape": args.shape, "checkpoint": path, "runs": args.runs, "bytecode": BYTECODE_NOTE,
               "target": {"cuda_restart_first_answer_s": 30}, "trees": trees,
               "same_answers_in_every_restart": same_answers([r for t in trees.values() for r in t["restart"]])}
     if "baseline" in trees:

@@ -1,6 +1,9 @@
 """Fresh-process start of the tilelang backend: where the seconds go (cProfile top entries).
 
-    HF_HUB_OFFLINE=1 PYTHONPATH=$PWD python benchmarks/profile_start.py CHECKPOINT_DIR
+    HF_HUB_OFFLINE=1 PYTHONPATH=$PWD python benchmarks/profile_start.py CHECKPOINT_DIR [BACKEND] [--no-answer]
+
+BACKEND defaults to tilelang; --no-answer stops at the ready agent (with LAYA_COMPILE_WARMUP=0 and
+BACKEND=compile: the start without any compiling).
 
 Prints import / agent-ready / first-answer seconds (inflated by the profiler) and the top cumulative entries;
 run it twice to see the empty and the warm TileLang cache. Results: start_profile_h200_2026-12-02.json.
@@ -10,9 +13,11 @@ t0 = time.perf_counter()
 pr = cProfile.Profile(); pr.enable()
 import laya
 t_import = time.perf_counter() - t0
-agent = laya.Agent(sys.argv[1], device="cuda", backend="tilelang")
+args = [a for a in sys.argv[1:] if a != "--no-answer"]
+agent = laya.Agent(args[0], device="cuda", backend=args[1] if len(args) > 1 else "tilelang")
 t_agent = time.perf_counter() - t0
-r = agent.predict("I was charged twice for my order, please refund me today", laya.triage_questions())
+if "--no-answer" not in sys.argv:
+    agent.predict("I was charged twice for my order, please refund me today", laya.triage_questions())
 t_first = time.perf_counter() - t0
 pr.disable()
 print(f"import {t_import:.2f} s, agent ready {t_agent:.2f} s, first answer {t_first:.2f} s, backend {agent.backend}")
