@@ -1,4 +1,4 @@
-"""Fresh-process start of the tilelang backend: where the seconds go (cProfile top entries).
+"""Fresh-process start of a CUDA backend (tilelang by default): where the seconds go (cProfile top entries).
 
     HF_HUB_OFFLINE=1 PYTHONPATH=$PWD python benchmarks/profile_start.py CHECKPOINT_DIR [BACKEND] [--no-answer]
 
@@ -20,7 +20,8 @@ if "--no-answer" not in sys.argv:
     agent.predict("I was charged twice for my order, please refund me today", laya.triage_questions())
 t_first = time.perf_counter() - t0
 pr.disable()
-print(f"import {t_import:.2f} s, agent ready {t_agent:.2f} s, first answer {t_first:.2f} s, backend {agent.backend}")
+answered = "" if "--no-answer" in sys.argv else f", first answer {t_first:.2f} s"
+print(f"import {t_import:.2f} s, agent ready {t_agent:.2f} s{answered}, backend {agent.backend}")
 s = io.StringIO(); pstats.Stats(pr, stream=s).sort_stats("cumulative").print_stats(45); print(s.getvalue()[:9000])
 s = io.StringIO(); st = pstats.Stats(pr, stream=s); st.sort_stats("cumulative").print_callers("_register_to_dispatcher|builtins.compile")
 print(s.getvalue()[:6000])

@@ -190,8 +190,9 @@ def test_dynamo_one_graph_for_many_shapes(fresh):
 
 
 def test_compile_backend_gives_one_row_batches_the_many_row_graph(fresh):
-    """A 1-row batch is padded to 2 rows, so the compile backend traces one Dynamo graph for every batch."""
-    from laya.backends.compile import MIN_ROWS, CompileBackend
+    """1-row and 1-block (<= 16 tokens) batches are padded to 2, so the compile backend traces one Dynamo graph."""
+    from laya.backends.compile import MIN_BLOCKS, MIN_ROWS, CompileBackend
+    from laya.backends.base import TOKEN_ALIGN
     from laya.questions import check_questions
     from laya.sequence import collate
 
@@ -202,7 +203,7 @@ def test_compile_backend_gives_one_row_batches_the_many_row_graph(fresh):
         return gm.forward
 
     def recording(ids16, *rest):
-        rows_seen.append(ids16.shape[0])
+        rows_seen.append(tuple(ids16.shape[:2]))
         return compiled(ids16, *rest)
 
     torch._dynamo.reset()
@@ -212,17 +213,22 @@ def test_compile_backend_gives_one_row_batches_the_many_row_graph(fresh):
     backend.compiled = recording
     all_rows = [r for t in ("refund me", "the app crashes on login", "hello, is anyone there?")
                 for r in fresh._rows(t, False, check_questions(QUESTIONS), 512, 192)[1]]
+    short = {"q": {"type": "choice", "instructions": "Which?", "criteria": ["a", "b"]}}
+    all_rows += fresh._rows("hi", False, check_questions(short), 512, 192)[1]
     sizes = []
-    for rows in ([0], [0, 1, 2], [2]):
+    hi = len(all_rows) - 1
+    for rows in ([0], [0, 1, 2], [2], [hi], [hi, hi]):
         batch = collate([all_rows[i] for i in rows], 0)
-        sizes.append(batch.input_ids.shape[0])
+        sizes.append(tuple(batch.input_ids.shape))
         with torch.no_grad():
             got = backend.forward(*batch.tensors())
             want = fresh.model(*batch.tensors())
         for g, w in zip(got, want):
             assert g.shape == w.shape
             torch.testing.assert_close(g, w, atol=1e-4, rtol=1e-5)  # token padding reorders sums of ~100s
-    assert sizes == [1, 3, 1] and rows_seen == [MIN_ROWS, 4, MIN_ROWS] and len(graphs) == 1
+    assert [n for n, _ in sizes] == [1, 3, 1, 1, 2] and sizes[3][1] <= TOKEN_ALIGN  # "hi": one block of tokens
+    assert [n for n, _ in rows_seen] == [MIN_ROWS, 4, MIN_ROWS, MIN_ROWS, 2]
+    assert min(b for _, b in rows_seen) == MIN_BLOCKS and len(graphs) == 1
 
 
 def test_compile_settings_global_fallback_restores_once(monkeypatch):

@@ -26,7 +26,7 @@ CACHE_DIR_ENV = "LAYA_INDUCTOR_CACHE_DIR"
 WARMUP_ENV = "LAYA_COMPILE_WARMUP"
 DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "laya", "inductor")
 CALLS_PER_SHAPE = 3  # CUDA-graph trees record on the second call and replay from the third
-MIN_ROWS = 2  # Dynamo gives 1 row its own 0/1-specialised graph; padding to 2 keeps one graph for every batch
+MIN_ROWS, MIN_BLOCKS = 2, 2  # Dynamo specialises sizes 0/1: 1 row or 1 token block would get a graph of its own
 OFF_VALUES = ("0", "false", "no", "off")
 
 COMPILE_LOCK = threading.RLock()
@@ -239,8 +239,10 @@ class CompileBackend(Backend):
     def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False):
         tensors, (n, _) = pad_batch(input_ids, attention_mask, marker_pos, marker_mask, qtype, self.max_len,
                                     pad_id=self.agent.tok.pad_token_id, keep_one_token=True)
-        if tensors[0].shape[0] < MIN_ROWS:
-            tensors = pad_to(tensors, MIN_ROWS, tensors[0].shape[1], tensors[2].shape[1],
+        rows, width = tensors[0].shape
+        min_width = MIN_BLOCKS * TOKEN_ALIGN if MIN_BLOCKS * TOKEN_ALIGN <= self.max_len else width
+        if rows < MIN_ROWS or width < min_width:
+            tensors = pad_to(tensors, max(rows, MIN_ROWS), max(width, min_width), tensors[2].shape[1],
                              self.agent.tok.pad_token_id, keep_one_token=True)
         ids, mask, pos, live, types = tensors
         rows = ids.shape[0]
