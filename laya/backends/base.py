@@ -155,10 +155,21 @@ class Backend:
             return out
 
     def weights_scope(self, dtype: Any) -> Any:
-        """Around the autocast forward: the agent's bf16 weight copies (laya.cpu_bf16) where they apply."""
+        """Around the autocast forward: the agent's bf16 weight copies (laya.cpu_bf16) where they apply, and on
+        the CPU in bf16 the rotary embedding without its fp32 temporaries (laya.rotary, same bits)."""
         if not self.casts_weights_once:
             return contextlib.nullcontext()
-        return self.agent.bf16_weights.scope(self.agent.device, dtype)
+        import torch
+
+        from .. import rotary
+
+        weights = self.agent.bf16_weights.scope(self.agent.device, dtype)
+        if self.agent.device.type != "cpu" or dtype is not torch.bfloat16:
+            return weights
+        stack = contextlib.ExitStack()
+        stack.enter_context(weights)
+        stack.enter_context(rotary.scope())
+        return stack
 
     # ---- warm-up -----------------------------------------------------------------------------------
 
