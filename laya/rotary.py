@@ -3,9 +3,10 @@
 transformers' ``apply_rotary_pos_emb`` upcasts q and k twice each and builds ``rotate_half`` with a negation
 and a concatenation; in a bf16 CPU forward those full-size fp32 temporaries cost 7-11% of a 16 x 3
 `predict_batch` and 1-4% of a 1 x 3 `predict` (benchmarks/results/cpu_rotary_2026-12-06*.json).  ``apply_rotary`` computes the same products and sums in the
-same order (``x*cos - x2*sin1`` is ``x*cos + (-x2)*sin1`` exactly in IEEE arithmetic), so its outputs are
-bit-identical; it replaces transformers' function only while ``scope()`` is entered (around the eager
-backend's CPU bf16 forward), and only after a self-check found it bit-identical to the installed version.
+same order (``x*cos - x2*sin1`` is ``x*cos + (-x2)*sin1`` exactly in IEEE arithmetic), so every finite and
+infinite output is bit-identical (a NaN may differ in its sign bit); it replaces transformers' function only
+while ``scope()`` is entered (around the eager backend's CPU bf16 forward), only if the function there is
+still the one a self-check found bit-identical, and puts it back only if nobody replaced ours meanwhile.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 _lock = threading.Lock()
 _users = 0  # forwards inside scope(); the module function is restored when the last one leaves
 _saved: Any = None
-_checked: bool | None = None  # None: not yet compared with the installed transformers
+_checked: Any = None  # the transformers function compared with ours: (function, whether it matched)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -47,10 +48,14 @@ def _modeling() -> Any:
 
 
 def matches_installed() -> bool:
-    """Whether ``apply_rotary`` gives the installed transformers' bits (bf16 and fp32, odd strides); once."""
+    """Whether ``apply_rotary`` gives the bits of transformers' current function (bf16 and fp32, odd strides);
+    checked once per function object."""
     global _checked
-    if _checked is None:
-        module = _modeling()
+    module = _modeling()
+    current = getattr(module, "apply_rotary_pos_emb", None)
+    if current is apply_rotary and _saved is not None:
+        current = _saved  # (inside scope(): the function we stand in for)
+    if _checked is None or _checked[0] is not current:
         ok = module is not None
         gen = torch.Generator().manual_seed(0)
         for dtype in (torch.bfloat16, torch.float32) if ok else ():
@@ -58,13 +63,13 @@ def matches_installed() -> bool:
             q, k = (t.transpose(1, 2) for t in qkv.unbind(dim=-3)[:2])
             cos, sin = torch.randn(2, 2, 7, 32, generator=gen).unbind(0)
             try:
-                want = module.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
+                want = current(q, k, cos, sin, unsqueeze_dim=1)
                 got = apply_rotary(q, k, cos, sin, unsqueeze_dim=1)
                 ok = ok and all(w.dtype == g.dtype and torch.equal(w, g) for w, g in zip(want, got))
             except Exception:  # noqa: BLE001 - another signature or semantics: keep transformers' own
                 ok = False
-        _checked = ok
-    return _checked
+        _checked = (current, ok)
+    return _checked[1]
 
 
 @contextlib.contextmanager
@@ -78,14 +83,20 @@ def scope() -> Iterator[None]:
         return
     with _lock:
         if _users == 0:
-            _saved = module.apply_rotary_pos_emb
-            module.apply_rotary_pos_emb = apply_rotary
-        _users += 1
+            if module.apply_rotary_pos_emb is not _checked[0]:  # replaced since the check: leave it alone
+                entered = False
+            else:
+                _saved, module.apply_rotary_pos_emb, entered = module.apply_rotary_pos_emb, apply_rotary, True
+        else:
+            entered = True
+        _users += entered
     try:
         yield
     finally:
-        with _lock:
-            _users -= 1
-            if _users == 0:
-                module.apply_rotary_pos_emb = _saved
-                _saved = None
+        if entered:
+            with _lock:
+                _users -= 1
+                if _users == 0:
+                    if module.apply_rotary_pos_emb is apply_rotary:  # (someone else's patch stays theirs)
+                        module.apply_rotary_pos_emb = _saved
+                    _saved = None

@@ -19,13 +19,14 @@ QUESTIONS = {"intent": {"type": "choice", "instructions": "What does the custome
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32, torch.float16])
-@pytest.mark.parametrize("rows,length,heads,dim", [(1, 1, 1, 2), (3, 92, 12, 64), (2, 17, 4, 32)])
-def test_bit_identical_to_transformers(dtype, rows, length, heads, dim):
+@pytest.mark.parametrize("table_dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows,length,heads,dim,table_rows", [(1, 1, 1, 2, 1), (3, 92, 12, 64, 1), (2, 17, 4, 32, 2)])
+def test_bit_identical_to_transformers(dtype, table_dtype, rows, length, heads, dim, table_rows):
     gen = torch.Generator().manual_seed(rows * 1000 + length)
     qkv = (torch.randn(rows, length, 3, heads, dim, generator=gen) * 20).to(dtype)  # the packed projection's views
     q, k = (t.transpose(1, 2) for t in qkv.unbind(dim=-3)[:2])
-    cos, sin = torch.randn(2, 1, length, dim, generator=gen).unbind(0)
-    cos[..., 0, 0] = float("inf")  # non-finite values travel the same way too
+    cos, sin = torch.randn(2, table_rows, length, dim, generator=gen).to(table_dtype).unbind(0)
+    cos[..., 0, 0] = float("inf")  # non-finite values travel the same way too (a NaN's sign bit may differ)
     want = hf.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
     got = rotary.apply_rotary(q, k, cos, sin, unsqueeze_dim=1)
     for w, g in zip(want, got):
@@ -53,17 +54,19 @@ def test_overlapping_scopes_in_threads_restore_once():
 
     def forward():
         with rotary.scope():
-            inside.wait()
-            leave.wait()
+            inside.wait(timeout=30)
+            leave.wait(timeout=30)
 
-    threads = [threading.Thread(target=forward) for _ in range(2)]
+    threads = [threading.Thread(target=forward, daemon=True) for _ in range(2)]
     for t in threads:
         t.start()
-    inside.wait()
-    assert hf.apply_rotary_pos_emb is rotary.apply_rotary
-    leave.set()
-    for t in threads:
-        t.join()
+    try:
+        inside.wait(timeout=30)
+        assert hf.apply_rotary_pos_emb is rotary.apply_rotary
+    finally:
+        leave.set()
+        for t in threads:
+            t.join(timeout=30)
     assert hf.apply_rotary_pos_emb is original
 
 
@@ -74,7 +77,30 @@ def test_no_swap_when_the_installed_function_differs(monkeypatch):
     assert not rotary.matches_installed()
     with rotary.scope():
         assert hf.apply_rotary_pos_emb is changed
-    monkeypatch.setattr(rotary, "_checked", None)  # (re-checked against the real function by later tests)
+
+
+def test_patches_by_others_are_left_alone(monkeypatch):
+    original = hf.apply_rotary_pos_emb
+    assert rotary.matches_installed()
+
+    def theirs(q, k, cos, sin, unsqueeze_dim=1):  # the same numbers, another object: a patch made after the check
+        return original(q, k, cos, sin, unsqueeze_dim)
+
+    def shifted(q, k, cos, sin, unsqueeze_dim=1):  # other numbers: never stood in for
+        return original(q + 1, k, cos, sin, unsqueeze_dim)
+
+    monkeypatch.setattr(hf, "apply_rotary_pos_emb", shifted)
+    with rotary.scope():
+        assert hf.apply_rotary_pos_emb is shifted  # a new object is checked again before any swap
+    monkeypatch.setattr(hf, "apply_rotary_pos_emb", theirs)
+    with rotary.scope():
+        assert hf.apply_rotary_pos_emb is rotary.apply_rotary
+    assert hf.apply_rotary_pos_emb is theirs  # what was there goes back
+    monkeypatch.setattr(hf, "apply_rotary_pos_emb", original)
+    with rotary.scope():
+        assert hf.apply_rotary_pos_emb is rotary.apply_rotary
+        hf.apply_rotary_pos_emb = theirs  # patched by someone while a forward is inside
+    assert hf.apply_rotary_pos_emb is theirs  # and their patch is not undone on the way out
 
 
 def test_cpu_bf16_forward_uses_it_with_the_same_logits(tiny_checkpoint, monkeypatch):
@@ -102,3 +128,21 @@ def test_cpu_bf16_forward_uses_it_with_the_same_logits(tiny_checkpoint, monkeypa
     before = len(calls)
     fp32.predict("refund me please", QUESTIONS)
     assert len(calls) == before  # fp32 answers run transformers' function, as published
+
+
+def test_a_failing_scope_leaves_no_torch_function_mode_behind(tiny_checkpoint, monkeypatch):
+    import contextlib
+
+    monkeypatch.setenv("LAYA_CPU_AMP", "bf16")
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    batch = collate(agent._rows("refund me", False, check_questions(QUESTIONS), 512, 192)[1], 0)
+
+    @contextlib.contextmanager
+    def broken():
+        raise RuntimeError("no rotary here")
+        yield
+
+    monkeypatch.setattr(rotary, "scope", broken)
+    depth = torch._C._len_torch_function_stack()
+    logits, _ = agent.forward_backend.run(batch)  # the CPU autocast failure reruns in fp32
+    assert torch.isfinite(logits).all() and torch._C._len_torch_function_stack() == depth

@@ -166,10 +166,10 @@ class Backend:
         weights = self.agent.bf16_weights.scope(self.agent.device, dtype)
         if self.agent.device.type != "cpu" or dtype is not torch.bfloat16:
             return weights
-        stack = contextlib.ExitStack()
-        stack.enter_context(weights)
-        stack.enter_context(rotary.scope())
-        return stack
+        with contextlib.ExitStack() as stack:  # (if entering one fails, the other is left again)
+            stack.enter_context(weights)
+            stack.enter_context(rotary.scope())
+            return stack.pop_all()
 
     # ---- warm-up -----------------------------------------------------------------------------------
 
