@@ -146,3 +146,22 @@ def test_a_failing_scope_leaves_no_torch_function_mode_behind(tiny_checkpoint, m
     depth = torch._C._len_torch_function_stack()
     logits, _ = agent.forward_backend.run(batch)  # the CPU autocast failure reruns in fp32
     assert torch.isfinite(logits).all() and torch._C._len_torch_function_stack() == depth
+
+
+def test_other_encoders_leave_transformers_alone(monkeypatch):
+    import contextlib
+    import os
+
+    entered = []
+
+    @contextlib.contextmanager
+    def counting():
+        entered.append(1)
+        yield
+
+    monkeypatch.setattr(rotary, "scope", counting)
+    monkeypatch.setenv("LAYA_CPU_AMP", "bf16")
+    mini = laya.load(os.path.join(os.path.dirname(laya.__file__), "laya_mini"), device="cpu")  # a BERT encoder
+    assert mini.dtype is torch.bfloat16
+    mini.predict("refund me please", QUESTIONS)
+    assert entered == []

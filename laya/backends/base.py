@@ -162,9 +162,10 @@ class Backend:
         import torch
 
         from .. import rotary
+        from . import is_modernbert
 
         weights = self.agent.bf16_weights.scope(self.agent.device, dtype)
-        if self.agent.device.type != "cpu" or dtype is not torch.bfloat16:
+        if self.agent.device.type != "cpu" or dtype is not torch.bfloat16 or not is_modernbert(self.agent):
             return weights
         with contextlib.ExitStack() as stack:  # (if entering one fails, the other is left again)
             stack.enter_context(weights)
