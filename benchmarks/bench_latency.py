@@ -418,7 +418,9 @@ def compare(reference: list, other: list) -> dict:
 
 # ---- backends -----------------------------------------------------------------------------------
 
-VARIANTS = {"tilelang-fp8": ("tilelang", {"precision": "fp8"})}  # bench names beyond the backends' own
+VARIANTS = {"tilelang-fp8": ("tilelang", {"precision": "fp8"}),  # bench names beyond the backends' own
+            "tilelang-no-cublas": ("tilelang", {})}
+NO_CUBLAS = "tilelang-no-cublas"  # the tile table with its cuBLAS classes on TileLang's tiles: issue 26's A/B
 
 
 def install(agent, name: str) -> dict:
@@ -426,6 +428,16 @@ def install(agent, name: str) -> dict:
     backend_name, options = VARIANTS.get(name, (name, {}))
     if name == "eager":
         agent.deaccelerate()  # the Agent default: the stock forward (under 16-bit autocast on CUDA)
+    elif name == NO_CUBLAS:
+        import laya.fast as fast_module
+        from laya.fast_tiles import without_cublas
+
+        shipped, fast_module.GPU_TILES = fast_module.GPU_TILES, without_cublas(fast_module.GPU_TILES)
+        try:  # every class built while the table is patched
+            agent.set_backend(backend_name, strict=True)
+            agent.backend_object.fast.build_all()
+        finally:
+            fast_module.GPU_TILES = shipped
     else:
         agent.set_backend(backend_name, strict=True, **options)
     backend = agent.backend_object

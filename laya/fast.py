@@ -53,6 +53,7 @@ import torch.nn.functional as F
 from . import fp8 as FP8
 from . import kernel_builder, kernel_cache
 from . import tl_kernels as K
+from .cublas_gemm import TorchGeglu, TorchGemm
 from .backends.base import bucket_rows, bucket_tokens
 from .fast_state import Plan, DecisionStep, GemmWeight, linears_in, NormWeight, PlanSlot  # noqa: F401
 from .fast_tiles import GPU_TILES, M_CLASSES, TILE_KEYS, bucket_packed, m_class  # noqa: F401
@@ -283,7 +284,8 @@ class FastLaya:
             for c in todo:
                 self.attn_bm[c] = self._varlen_bm(c, self._windows, requests, kernels)
                 self.splits[c] = {name: splits[(name, cc)] for name, cc in splits if cc == c}
-                self.sets[c] = {name: kernels[(name, cc)] for name, cc in requests if cc == c}  # published last
+                self.sets[c] = {**{name: kernels[(name, cc)] for name, cc in requests if cc == c},
+                                **self._torch_gemms(c)}  # published last
             self._log(f"classes {todo}: {len({id(k) for k in kernels.values()})} kernels in "
                       f"{time.perf_counter() - start:.1f} s")
 
@@ -300,33 +302,43 @@ class FastLaya:
 
     def _tiles(self, kind: str, c: int) -> dict:
         """The table's tile of `kind` for class `c`; the CPU specialisation keeps the kernels' default tiles
-        but the table's split-K factor, so that its tests run the same composition as the GPU."""
+        but the table's split-K factor and cuBLAS choice, so that its tests run the same composition as the GPU."""
         cfg = dict(GPU_TILES[kind][c])
         if self.cpu:
-            return {"splits": cfg["splits"]} if cfg.get("splits") else {}
+            return {key: cfg[key] for key in ("splits", "cublas") if cfg.get(key)}
         return cfg
 
-    def _gemm_requests(self, c: int, requests: dict, splits: dict) -> None:
-        """The TileLang GEMMs of class `c`: the head's, and the encoder's unless they run in FP8 (torch)."""
+    def _gemm_roles(self) -> tuple:
+        """(name, table kind, N, K, bias, act) of every GEMM the table tiles: the head's, and the encoder's
+        unless they run in FP8 (torch); "up" is the encoder's GEGLU."""
         d, f = self.d, self.ffn
         encoder: tuple = ()
         if not self.fp8:
             enc_bias = self.layers[0]["qkv"].has_bias if self.layers else False
             encoder = (("qkv", "wide", 3 * d, d, enc_bias, "none"), ("o", "o", d, d, enc_bias, "none"),
-                       ("down", "down", d, f, False, "none"))
-        for name, kind, n, k, bias, act in encoder + (
-                ("h_qkv", "wide", 3 * d, d, True, "none"),
-                ("h_o", "narrow", d, d, True, "none"), ("h_ffn1", "wide", 4 * d, d, True, "relu"),
-                ("h_ffn2", "narrow", d, 4 * d, True, "none")):
+                       ("down", "down", d, f, False, "none"), ("up", "geglu", f, d, False, "geglu"))
+        return encoder + (("h_qkv", "wide", 3 * d, d, True, "none"), ("h_o", "narrow", d, d, True, "none"),
+                          ("h_ffn1", "wide", 4 * d, d, True, "relu"), ("h_ffn2", "narrow", d, 4 * d, True, "none"))
+
+    def _gemm_requests(self, c: int, requests: dict, splits: dict) -> None:
+        """The TileLang GEMMs of class `c` (those the table gives cuBLAS: `_torch_gemms`, without split-K)."""
+        for name, kind, n, k, bias, act in self._gemm_roles():
             cfg = self._tiles(kind, c)
+            if cfg.pop("cublas", False):
+                splits[(name, c)] = 0  # cuBLAS writes the whole product: its add_ln sums no partials
+                continue
             splits[(name, c)] = cfg.pop("splits", 0)
-            requests[(name, c)] = ((K.gemm_splitk_kernel, (n, k, splits[(name, c)]), dict(bias=bias, **cfg))
-                                   if splits[(name, c)] else (K.gemm_kernel, (n, k), dict(bias=bias, act=act, **cfg)))
-        if self.fp8:
-            return
-        geglu = self._tiles("geglu", c)
-        geglu.pop("splits", None)
-        requests[("up", c)] = (K.gemm_geglu_kernel, (f, d), geglu)
+            if act == "geglu":
+                requests[(name, c)] = (K.gemm_geglu_kernel, (n, k), cfg)
+            elif splits[(name, c)]:
+                requests[(name, c)] = (K.gemm_splitk_kernel, (n, k, splits[(name, c)]), dict(bias=bias, **cfg))
+            else:
+                requests[(name, c)] = (K.gemm_kernel, (n, k), dict(bias=bias, act=act, **cfg))
+
+    def _torch_gemms(self, c: int) -> dict:
+        """The GEMMs of class `c` the table gives cuBLAS, as callables with the kernels' signatures."""
+        return {name: TorchGeglu(n) if act == "geglu" else TorchGemm(bias, act)
+                for name, kind, n, k, bias, act in self._gemm_roles() if self._tiles(kind, c).get("cublas")}
 
     def _row_requests(self, c: int, windows: list, requests: dict, splits: dict) -> None:
         """add + LayerNorm (each summing its residual GEMM's partials), RoPE and attention of class `c`."""

@@ -359,3 +359,22 @@ def test_background_builds_run_in_a_child_that_fills_the_store(agent, fast, tmp_
             assert all(torch.equal(a, b) for a, b in zip(lazy(*batch), fast(*batch)))
     finally:
         kernel_cache._active = before
+
+
+def test_classes_the_table_gives_cublas_run_torch_gemms_without_split_k(agent, monkeypatch):
+    # Every GEMM kind of every class on cuBLAS (laya.cublas_gemm; torch on the CPU): no TileLang GEMM is
+    # requested, the residual GEMMs' add_ln sums no partials, and the forward still matches eager.
+    from laya.cublas_gemm import TorchGeglu, TorchGemm
+
+    gemm_kinds = ("wide", "geglu", "narrow", "o", "down")
+    table = {kind: tuple({**tile, "cublas": kind in gemm_kinds} for tile in row) for kind, row in GPU_TILES.items()}
+    monkeypatch.setattr(fast_module, "GPU_TILES", table)
+    all_cublas = FastLaya(agent.model, max_len=MAX_LEN, cpu=True, pad_id=agent.tok.pad_token_id)
+    requests, splits = all_cublas._class_requests([0])
+    assert not {name for name, _ in requests} & {"qkv", "o", "down", "up", "h_qkv", "h_o", "h_ffn1", "h_ffn2"}
+    assert set(splits.values()) == {0}
+    for kernels in all_cublas.sets:
+        assert isinstance(kernels["up"], TorchGeglu)
+        assert all(isinstance(kernels[name], TorchGemm) for name in ("qkv", "o", "down", "h_qkv", "h_ffn1"))
+    for lens in ([13, 60, 33, 20, 50], [70]):
+        assert_close_to_eager(agent.model, all_cublas, make_batch(lens, 3, seed=len(lens)))

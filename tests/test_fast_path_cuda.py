@@ -25,8 +25,10 @@ from _compare import assert_same  # noqa: E402
 from _fast_requests import make_batch, run_beside_a_wide_build  # noqa: E402
 from laya import backends  # noqa: E402
 from laya import fast as fast_module  # noqa: E402
+from laya.cublas_gemm import TorchGeglu, TorchGemm  # noqa: E402
 from laya.device import Precision  # noqa: E402
 from laya.fast import FastLaya  # noqa: E402
+from laya.fast_tiles import without_cublas  # noqa: E402
 from laya.questions import check_questions  # noqa: E402
 from laya.sequence import collate  # noqa: E402
 
@@ -106,7 +108,8 @@ def test_every_kernel_waits_for_its_predecessor(fused):
     before it touches tensor memory: a kernel launched early that did not would read unfinished results."""
     fused._fast.build_all()  # the classes a background thread may still be building
     kernel_sets = (*fused._fast.sets, fused._fast.features)  # the decision step's features kernels too
-    kernels = {id(k): k for kernel_set in kernel_sets for k in kernel_set.values()}.values()
+    kernels = {id(k): k for kernel_set in kernel_sets for k in kernel_set.values()
+               if not isinstance(k, (TorchGemm, TorchGeglu))}.values()  # (cuBLAS classes: not TileLang)
     for kernel in kernels:
         source = kernel.get_kernel_source()
         head = source.index("__global__ void __launch_bounds__")
@@ -264,3 +267,24 @@ def test_a_warm_kernel_store_loads_every_kernel_and_answers_the_same(tiny_checkp
     cold, warm = runs
     assert cold["misses"] > 0 and warm["misses"] == 0 and warm["hits"] == cold["misses"]
     assert cold["r"] == warm["r"]
+
+
+def test_cublas_classes_run_torch_gemms_and_match_the_tilelang_only_table(fused, monkeypatch):
+    # The shipped table gives some classes' GEMMs to cuBLAS (laya.cublas_gemm): those classes hold torch
+    # callables, the rest TileLang kernels, and both compositions give the same answers within bf16 error.
+    full = fused._fast
+    full.build_all()
+    for c, kernels in enumerate(full.sets):
+        for name, kind in (("qkv", "wide"), ("o", "o"), ("down", "down"), ("h_o", "narrow"), ("up", "geglu")):
+            on_cublas = fast_module.GPU_TILES[kind][c].get("cublas", False)
+            assert isinstance(kernels[name], (TorchGemm, TorchGeglu)) == on_cublas, (c, name)
+    monkeypatch.setattr(fast_module, "GPU_TILES", without_cublas(fast_module.GPU_TILES))
+    plain = FastLaya(full.model, max_len=full.max_len, pad_id=full.pad_id, background=False)
+    assert not any(isinstance(k, (TorchGemm, TorchGeglu)) for s in plain.sets for k in s.values())
+    for lens in ([40], [250] * 12):  # a cuBLAS head GEMM (class 0); cuBLAS encoder GEMMs (class 7)
+        batch = make_batch(lens, 3, seed=len(lens))
+        with torch.no_grad():
+            got, want = full(*batch), plain(*batch)
+        for a, b in zip(got, want):
+            assert torch.isfinite(a).all()
+            assert (a.float() - b.float()).abs().max() <= 0.02 * b.float().abs().max() + 1e-3, lens
