@@ -109,6 +109,29 @@ def test_one_marker_column_is_padded(agent, onnx_agent_):
     assert np.allclose(act, ref_act, atol=1e-3)
 
 
+def test_many_rows_run_in_chunks_with_the_same_bits(onnx_agent_, monkeypatch):
+    """A batch over ATTENTION_CELLS (rows x width^2) runs in row chunks at the batch's width: several session
+    runs, each bounded, and exactly the logits of one run over every row."""
+    from laya.backends import onnx as onnx_backend
+    from laya.questions import check_questions
+    from laya.sequence import collate
+
+    qs = check_questions(QUESTIONS)
+    rows = [r for s in STATES for r in onnx_agent_._rows(str(s), False, qs, 256, 96)[1]]
+    batch = collate(rows * 2, onnx_agent_.tok.pad_token_id)
+    whole = onnx_agent_._infer(batch)
+    width = batch.input_ids.shape[1]
+    session = onnx_agent_.forward_backend.session
+    calls = []
+    real_run = session.run
+    monkeypatch.setattr(onnx_backend, "ATTENTION_CELLS", 3 * width * width)
+    monkeypatch.setattr(session, "run", lambda names, feed: calls.append(len(feed["input_ids"])) or real_run(names, feed))
+    chunked = onnx_agent_._infer(batch)
+    assert calls == [3] * (len(rows) * 2 // 3) + ([len(rows) * 2 % 3] if len(rows) * 2 % 3 else [])
+    for a, b in zip(whole, chunked):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+
+
 def test_temperatures_and_calibration_like_agent(tiny_checkpoint, onnx_graph, agent):
     import laya
     lang = {"de": {"temperature": [2.0, 1.0, 0.5]}}
