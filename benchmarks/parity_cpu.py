@@ -1,7 +1,7 @@
 """Answer parity of the reduced-precision CPU paths against fp32 eager: 288 questions (benchmarks/parity.py's set).
 
     HF_HUB_OFFLINE=1 .venv-test/bin/python benchmarks/parity_cpu.py [--model DIR] [--graph-dir DIR] [--json PATH]
-        [--int8-last-layers N] [--inductor]
+        [--int8-last-layers N] [--inductor] [--only onnx_fp32,onnx_int8_per_channel]
 
 Candidates: eager under bf16 autocast (with its cached bf16 Linear weights, laya.cpu_bf16, and with
 autocast's own per-call weight cast, the path before it), the ONNX fp32 graph, and INT8 graphs with
@@ -103,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also judge an INT8 graph quantised in its last N encoder layers only")
     parser.add_argument("--inductor", action="store_true",
                         help="also judge eager bf16 compiled by Inductor (bench_cpu.py --inductor's probe)")
+    parser.add_argument("--only", default=None, metavar="NAMES",
+                        help="comma-separated subset of the graphs to judge (onnx_fp32, onnx_int8_per_channel, "
+                             "onnx_int8_per_tensor); the eager bf16 paths are then skipped")
     args = parser.parse_args(argv)
 
     import torch
@@ -122,26 +125,32 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(root, exist_ok=True)
     started = time.perf_counter()
     paths = graphs(model, root, args.int8_last_layers)
+    if args.only:
+        unknown = set(args.only.split(",")) - set(paths)
+        if unknown:
+            parser.error(f"--only names unknown graphs {sorted(unknown)}; choose from {sorted(paths)}")
+        paths = {name: path for name, path in paths.items() if name in args.only.split(",")}
     states = make_states()
     fp32 = laya.load(model, device="cpu")
     reference = run_set(fp32, states)
-    candidates = {}
-    bf16 = laya.load(model, device="cpu")
-    bf16.precision = Precision(torch.bfloat16, True, reason="parity_cpu")
-    candidates["eager_bf16_autocast"] = run_set(bf16, states)
-    per_call = laya.load(model, device="cpu")
-    per_call.precision, per_call.bf16_weights = bf16.precision, PerCallCast()
-    candidates["eager_bf16_per_call_cast"] = run_set(per_call, states)
-    identity = logit_identity(raw_logits(bf16, states), raw_logits(per_call, states))
-    identity["answers_identical"] = candidates["eager_bf16_autocast"] == candidates["eager_bf16_per_call_cast"]
-    identity["cached_tensors"], identity["cached_bytes"] = len(bf16.bf16_weights), bf16.bf16_weights.nbytes
-    del per_call
+    candidates, identity = {}, None
+    if not args.only:
+        bf16 = laya.load(model, device="cpu")
+        bf16.precision = Precision(torch.bfloat16, True, reason="parity_cpu")
+        candidates["eager_bf16_autocast"] = run_set(bf16, states)
+        per_call = laya.load(model, device="cpu")
+        per_call.precision, per_call.bf16_weights = bf16.precision, PerCallCast()
+        candidates["eager_bf16_per_call_cast"] = run_set(per_call, states)
+        identity = logit_identity(raw_logits(bf16, states), raw_logits(per_call, states))
+        identity["answers_identical"] = candidates["eager_bf16_autocast"] == candidates["eager_bf16_per_call_cast"]
+        identity["cached_tensors"], identity["cached_bytes"] = len(bf16.bf16_weights), bf16.bf16_weights.nbytes
+        del per_call
     if args.inductor:
         from bench_cpu import use_inductor_cpu_gemms
 
         use_inductor_cpu_gemms()
         compiled = laya.load(model, device="cpu", compile=True, compile_warmup=False)
-        compiled.precision = bf16.precision
+        compiled.precision = Precision(torch.bfloat16, True, reason="parity_cpu")
         candidates["inductor_bf16"] = run_set(compiled, states)
         del compiled
     for name, path in paths.items():
