@@ -37,7 +37,7 @@ from bench_tiles import CALLS, RING_BYTES, checked, graph_ms, ring  # noqa: E402
 from _env import environment  # noqa: E402
 from laya import tl_kernels as K  # noqa: E402
 from laya.cublas_gemm import TorchGeglu, TorchGemm  # noqa: E402
-from laya.fast_tiles import GPU_TILES, M_CLASSES  # noqa: E402
+from laya.fast_tiles import GPU_TILES, M_CLASSES, TILE_KEYS  # noqa: E402
 
 DEV, DT = "cuda", torch.bfloat16
 D, FF, LAYERS, HEAD_LAYERS = 1024, 2624, 28, 2
@@ -52,7 +52,6 @@ ROLES = {
     "down": (("down", D, FF, False, "none", True, LAYERS),),
     "narrow": (("h_o", D, D, True, "none", False, HEAD_LAYERS), ("h_ffn2", D, 4 * D, True, "none", False, HEAD_LAYERS)),
 }
-TILE_KEYS = ("bm", "bn", "bk", "stages", "threads")
 
 
 def class_points() -> list[tuple[int, int]]:

@@ -126,20 +126,22 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     paths = graphs(model, root, args.int8_last_layers)
     if args.only:
-        unknown = set(args.only.split(",")) - set(paths)
+        only = args.only.split(",")
+        unknown = set(only) - set(paths)
         if unknown:
             parser.error(f"--only names unknown graphs {sorted(unknown)}; choose from {sorted(paths)}")
-        paths = {name: path for name, path in paths.items() if name in args.only.split(",")}
+        paths = {name: path for name, path in paths.items() if name in only}
     states = make_states()
     fp32 = laya.load(model, device="cpu")
     reference = run_set(fp32, states)
     candidates, identity = {}, None
+    bf16_precision = Precision(torch.bfloat16, True, reason="parity_cpu")
     if not args.only:
         bf16 = laya.load(model, device="cpu")
-        bf16.precision = Precision(torch.bfloat16, True, reason="parity_cpu")
+        bf16.precision = bf16_precision
         candidates["eager_bf16_autocast"] = run_set(bf16, states)
         per_call = laya.load(model, device="cpu")
-        per_call.precision, per_call.bf16_weights = bf16.precision, PerCallCast()
+        per_call.precision, per_call.bf16_weights = bf16_precision, PerCallCast()
         candidates["eager_bf16_per_call_cast"] = run_set(per_call, states)
         identity = logit_identity(raw_logits(bf16, states), raw_logits(per_call, states))
         identity["answers_identical"] = candidates["eager_bf16_autocast"] == candidates["eager_bf16_per_call_cast"]
@@ -150,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
 
         use_inductor_cpu_gemms()
         compiled = laya.load(model, device="cpu", compile=True, compile_warmup=False)
-        compiled.precision = Precision(torch.bfloat16, True, reason="parity_cpu")
+        compiled.precision = bf16_precision
         candidates["inductor_bf16"] = run_set(compiled, states)
         del compiled
     for name, path in paths.items():

@@ -106,7 +106,7 @@ class OnnxBackend(Backend):
         # a masked extra slot gets probability 0 and leaves the act features unchanged
         tensors = pad_to(batch.tensors(), ids.shape[0], ids.shape[1], max(k, MIN_MARKERS), self.agent.tok.pad_token_id)
         feed = {n: np.asarray(t) for n, t in zip(INPUT_NAMES, tensors)}  # (numpy, or host torch tensors)
-        rows, width = feed[INPUT_NAMES[0]].shape
+        rows, width = ids.shape
         step = max(1, ATTENTION_CELLS // (width * width))
         if rows <= step:
             logits, act_logits = self.session.run(list(OUTPUT_NAMES), feed)
