@@ -11,7 +11,7 @@ def _t(bm, bn, bk, stages, threads, splits=0, cublas=False):
 # Tiles per token-row class (a plan of M rows uses the first class whose bound holds M), from H200 sweeps:
 # small_gemm_h200_2026-11-29.json, tiles_large_h200_2026-11-29.json (benchmarks/RESULTS.md, bench_tiles).
 # splits > 0: split-K, whose fp32 partials the following residual-add + LayerNorm sums.
-# cublas=True: cuBLAS measured >= 2% faster per forward at that class (cublas_table_h100_2026-12-06.json).
+# cublas=True: cuBLAS measured >= 2% faster per forward at that class (cublas_table_h200_2026-12-06.json).
 M_CLASSES = (32, 64, 128, 256, 512, 1024, 2048, None)
 GPU_TILES = {
     # N >= 3d: the encoder's and the head's QKV, the head's 4d-wide first FFN layer
@@ -23,16 +23,16 @@ GPU_TILES = {
               _t(128, 128, 64, 3, 256), _t(128, 128, 64, 3, 256), _t(128, 128, 64, 3, 256),
               _t(128, 128, 64, 3, 256)),
     # N = d without split-K: the head's output projections (their output is not summed by add_ln alone)
-    "narrow": (_t(64, 32, 128, 3, 128, cublas=True),) + (_t(64, 32, 128, 3, 128),) * 3
-              + (_t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128), _t(128, 128, 64, 3, 256, cublas=True),
-                 _t(128, 256, 64, 3, 256)),
+    "narrow": (_t(64, 32, 128, 3, 128, cublas=True),) * 3 + (_t(64, 32, 128, 3, 128),)
+              + (_t(64, 64, 128, 3, 128, cublas=True), _t(128, 64, 64, 4, 128, cublas=True),
+                 _t(128, 128, 64, 3, 256, cublas=True), _t(128, 256, 64, 3, 256)),
     # the encoder's attention output (K = d) and MLP down-projection (K = ffn), summed by add_ln
     "o": (_t(16, 64, 128, 4, 128, splits=4), _t(32, 64, 128, 4, 128, splits=4), _t(32, 64, 128, 4, 128, splits=2),
           _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128), _t(128, 64, 64, 4, 128),
           _t(128, 128, 64, 3, 256, cublas=True), _t(128, 256, 64, 3, 256, cublas=True)),
     "down": (_t(16, 64, 128, 4, 128, splits=8), _t(32, 64, 128, 4, 128, splits=4), _t(64, 64, 128, 3, 128, splits=4),
              _t(64, 64, 128, 3, 128, splits=2), _t(64, 64, 128, 3, 128, cublas=True),
-             _t(128, 64, 64, 4, 128), _t(128, 128, 64, 3, 256, cublas=True), _t(128, 256, 64, 3, 256, cublas=True)),
+             _t(128, 64, 64, 4, 128, cublas=True), _t(128, 128, 64, 3, 256, cublas=True), _t(128, 256, 64, 3, 256)),
     # Row-wise kernels: one row per block for few rows (latency: more blocks, fewer serial steps per
     # thread); the measured large-M optimum otherwise (rope bm=4/128 threads, add_ln the defaults).
     "rope": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=128),),
