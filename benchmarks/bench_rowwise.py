@@ -23,7 +23,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from bench_tiles import copy_bandwidth, graph_ms  # noqa: E402
+from bench_tiles import copy_bandwidth, kernel_or_none, label, report_failure, try_graph  # noqa: E402
 
 from _env import environment  # noqa: E402
 from laya import tl_kernels as K  # noqa: E402
@@ -44,26 +44,22 @@ def sweep(name: str, configs: list, request, run, nbytes: int, current: dict) ->
     configs = [current] + [c for c in configs if c != current]
     try:
         K.compile_many([request(cfg) for cfg in configs])
-    except Exception as e:  # noqa: BLE001 - each config then compiles (or fails) on its own below
-        print(f"parallel compile: {type(e).__name__}: {str(e)[:200]}", flush=True)
-
-    def build(cfg):
-        factory, args, kwargs = request(cfg)
-        return factory(*args, **kwargs)
-
-    reference = run(build(current), fresh=True)
+    except Exception as e:  # noqa: BLE001 - the failing configs are reported one by one below
+        report_failure("compile_many", e)
+    reference = None
     rows = {}
     for cfg in configs:
-        label = ",".join(f"{k}={v}" for k, v in cfg.items())
-        try:
-            kernel = build(cfg)
-            # another thread count sums a row in another order: LayerNorm outputs may move by a bf16 ulp
-            diff = (run(kernel, fresh=True).float() - reference.float()).abs().max().item()
-            ms = graph_ms([lambda kernel=kernel: run(kernel)] * CALLS)
-        except Exception as e:  # noqa: BLE001 - a tile TileLang cannot build is reported, not fatal
-            rows[label] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+        factory, args, kwargs = request(cfg)
+        kernel = kernel_or_none(factory, *args, **kwargs)
+        ms = None if kernel is None else try_graph(lambda kernel=kernel: [lambda: run(kernel)] * CALLS)
+        if ms is None:
+            rows[label(cfg)] = {"error": "failed to build or run (see stderr)"}
             continue
-        rows[label] = {"ms": ms, "tb_s": nbytes / ms / 1e9, "max_abs_diff_vs_current": diff, "agrees": diff <= TOL}
+        out = run(kernel, fresh=True)
+        reference = out if reference is None else reference
+        # another thread count sums a row in another order: LayerNorm outputs may move by a bf16 ulp
+        diff = (out.float() - reference.float()).abs().max().item()
+        rows[label(cfg)] = {"ms": ms, "tb_s": nbytes / ms / 1e9, "max_abs_diff_vs_current": diff, "agrees": diff <= TOL}
     best = min((k for k in rows if "ms" in rows[k] and rows[k]["agrees"]), key=lambda k: rows[k]["ms"])
     first = next(iter(rows))
     print(f"{name:8s} current {first:18s} {rows[first]['ms']:.4f} ms {rows[first]['tb_s']:.2f} TB/s | "
