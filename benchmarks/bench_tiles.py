@@ -32,6 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from laya import tl_kernels as K  # noqa: E402
+from laya.fast_tiles import GPU_TILES, m_class  # noqa: E402
 
 from _env import environment  # noqa: E402
 
@@ -97,7 +98,6 @@ VARLEN = [dict(bm=128, bn=128, stages=2, threads=256),  # "attn_full" large so f
           dict(bm=128, bn=64, stages=3, threads=256),
           dict(bm=128, bn=128, stages=1, threads=256)]
 VARLEN_MAX_LEN, VARLEN_SEQS = 512, 320
-LN_SMALL, LN_LARGE = dict(bm=1, threads=128), dict(bm=4, threads=32)
 
 
 def label(cfg: dict) -> str:
@@ -166,7 +166,8 @@ def precompile(ms: list[int], attention: bool, varlen: bool = False) -> None:
             reqs += [(K.gemm_splitk_kernel, (n, k, s), c) for s in SPLITS for c in SPLIT_TILES]
     reqs += [(K.gemm_geglu_kernel, (FF, D), c) for c in (GEGLU if small else []) + (GEGLU_LARGE if large else [])]
     for s in (0,) + SPLITS if ms else ():
-        reqs += [(K.add_ln_kernel, (D,), dict(splits=s, **ln)) for ln in (LN_SMALL, LN_LARGE)]
+        tiles = {label(t): t for t in GPU_TILES["add_ln"]}.values()
+        reqs += [(K.add_ln_kernel, (D,), dict(splits=s, **ln)) for ln in tiles]
     for window in (0, 64) if varlen else ():
         reqs += [(K.attn_varlen_kernel, (VARLEN_MAX_LEN, H, DH), dict(window=window, **c)) for c in VARLEN]
     for window in (0, 64) if attention else ():
@@ -213,7 +214,7 @@ def sweep_qkv_geglu(m: int, out: dict) -> None:
 
 def sweep_residual(m: int, out: dict) -> None:
     """Attention output (K=1024) and MLP down (K=2624): GEMM + its residual-add + LayerNorm."""
-    ln = LN_SMALL if m < LARGE_M else LN_LARGE
+    ln = GPU_TILES["add_ln"][m_class(m)]  # the residual GEMM's add_ln as the fast path runs it
     for name, n, k in (("o", D, D), ("down", D, FF)):
         weights = ring(n, k)
         calls = [weights[i % len(weights)] for i in range(CALLS)]
