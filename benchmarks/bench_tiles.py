@@ -96,7 +96,13 @@ VARLEN = [dict(bm=128, bn=128, stages=2, threads=256),  # "attn_full" large so f
           dict(bm=64, bn=64, stages=2, threads=128),
           dict(bm=64, bn=128, stages=2, threads=128),
           dict(bm=128, bn=64, stages=3, threads=256),
-          dict(bm=128, bn=128, stages=1, threads=256)]
+          dict(bm=128, bn=128, stages=1, threads=256),
+          # several blocks per SM: one block's prologue and epilogue overlap another's MMAs
+          dict(bm=64, bn=64, stages=2, threads=128, min_blocks=2),
+          dict(bm=64, bn=128, stages=2, threads=128, min_blocks=2),
+          dict(bm=64, bn=64, stages=3, threads=128, min_blocks=2),
+          dict(bm=64, bn=64, stages=2, threads=128, min_blocks=3),
+          dict(bm=128, bn=64, stages=2, threads=256, min_blocks=2)]
 VARLEN_MAX_LEN, VARLEN_SEQS = 512, 320
 
 

@@ -50,7 +50,7 @@ def without_cublas(table: dict) -> dict:
             for kind, row in table.items()}
 
 
-TILE_KEYS = ("bm", "bn", "bk", "stages", "threads")  # a kernel request's tuned tile; without them, its defaults
+TILE_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks")  # a kernel request's tuned tile; without them, its defaults
 
 
 def m_class(tokens: int) -> int:

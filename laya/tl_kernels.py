@@ -187,6 +187,38 @@ class _Spec:
             T.use_swizzle(panel_size=panel)
 
 
+SM_REGISTERS = 65536  # 32-bit registers per SM (sm_80 / sm_90)
+PRODUCER_REGISTERS = 24  # per thread of TileLang's TMA producer warpgroup after its setmaxnreg.dec
+
+
+def consumer_registers(min_blocks: int, threads: int) -> int:
+    """Registers per consumer thread that let `min_blocks` warp-specialised blocks (`threads` consumers and a
+    128-thread producer) share an SM.  A block starts with the launch bound's registers per thread (in 8s);
+    setmaxnreg.inc can only take what the producer's setmaxnreg.dec to 24 gave back to the block's pool, so
+    asking for more would wait forever."""
+    entry = SM_REGISTERS // (min_blocks * (threads + 128)) // 8 * 8
+    return min(240, (entry * (threads + 128) - 128 * PRODUCER_REGISTERS) // threads // 8 * 8)
+
+
+def _occupancy(min_blocks: int, threads: int, cpu: bool):
+    """A kernel-body statement that builds the kernel for `min_blocks` resident blocks per SM (GPU only):
+    ``__launch_bounds__(.., min_blocks)``, and a consumer register budget the SM can give every block; the
+    default (one block) leaves TileLang's 240 registers, which admit one block of 256 threads or more."""
+    import tilelang.language as T
+
+    annotate = not cpu and min_blocks > 1
+    registers = consumer_registers(min_blocks, threads)
+
+    @T.macro
+    def occupy():
+        if annotate:
+            T.annotate_min_blocks_per_sm(min_blocks)
+            T.annotate_producer_reg_dealloc(PRODUCER_REGISTERS)
+            T.annotate_consumer_reg_alloc(registers)
+
+    return occupy
+
+
 def _gelu(x):
     import tilelang.language as T
 
@@ -837,7 +869,7 @@ rope_positions_kernel = _kernel_factory(_rope_positions_kernel)
 # 5. Flash-style bidirectional attention on the packed QKV buffer
 
 
-def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen):
+def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, cpu, varlen):
     """The attention kernels' PrimFunc: one flash-style body (``attend``), two memory layouts.
 
     dense:  ``QKV[B, L, 3, H, Dh]``, ``Lens[B]``, ``O[B, L, H*Dh]``; every row < L of O is written
@@ -851,9 +883,12 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen)
     _check_dtype(dtype, cpu)
     if window < 0:
         raise ValueError(f"window must be >= 0, got {window}")
+    if min_blocks < 1:
+        raise ValueError(f"min_blocks must be >= 1, got {min_blocks}")
     import tilelang.language as T
 
     S = _Spec(cpu)
+    occupy = _occupancy(min_blocks, threads, cpu)
     Bs = T.dynamic("b") if B is None else B
     Ls = T.dynamic("l") if L is None else L
     scale = (Dh**-0.5) * LOG2E  # softmax in base 2: exp(x) = exp2(x * log2 e)
@@ -945,6 +980,7 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen)
         ):
             # One CTA per (table entry, head): only query blocks that hold queries are launched.
             with T.Kernel(NBs, H, threads=threads) as (bx, by):
+                occupy()
                 S.chain()
                 entry = Blocks[bx]
                 live = entry >= 0
@@ -965,6 +1001,7 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen)
         O: T.Tensor((Bs, Ls, H * Dh), dtype),
     ):
         with T.Kernel(T.ceildiv(Ls, bm), H, Bs, threads=threads) as (bx, by, bz):
+            occupy()
             S.chain()
             # One flat row axis (b * L + position): the body indexes dense and packed rows alike.
             attend(T.reshape(QKV, (Bs * Ls, 3, H, Dh)), T.reshape(O, (Bs * Ls, H * Dh)), bz * Ls,
@@ -983,6 +1020,7 @@ def _attn_kernel(
     bn=64,
     stages=1,
     threads=128,
+    min_blocks=1,
     dtype="bfloat16",
     *,
     cpu=False,
@@ -994,7 +1032,7 @@ def _attn_kernel(
     ``sliding_window = local_attention // 2``).  ``B``/``L`` may be None: runtime symbols, one
     compile for every shape.  No score or mask tensor ever exists outside one (bm, bn) tile.
     """
-    return _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen=False)
+    return _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, cpu, varlen=False)
 
 
 def _attn_varlen_kernel(
@@ -1006,6 +1044,7 @@ def _attn_varlen_kernel(
     bn=64,
     stages=1,
     threads=128,
+    min_blocks=1,
     dtype="bfloat16",
     *,
     cpu=False,
@@ -1022,7 +1061,7 @@ def _attn_varlen_kernel(
     Rows outside every sequence must hold finite values (they may be read, then masked); they are
     not written.
     """
-    return _attn_prim(None, L, H, Dh, window, bm, bn, stages, threads, dtype, cpu, varlen=True)
+    return _attn_prim(None, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, cpu, varlen=True)
 
 
 attn_kernel = _kernel_factory(_attn_kernel)

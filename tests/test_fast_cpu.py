@@ -516,3 +516,23 @@ def test_attn_cpu_vs_gpu(gpu_kernels, dt, window, dynamic):
     assert torch.isfinite(Og).all()
     assert torch.count_nonzero(Og[2]) == 0
     assert valid_rows_err(Og, Oc, lens) < TOL_GPU_ATTN
+
+
+@needs_cuda
+@pytest.mark.parametrize("window", [0, 17])
+@pytest.mark.parametrize("tile", [dict(bm=64, bn=64, stages=2, threads=128, min_blocks=2),
+                                  dict(bm=128, bn=64, stages=2, threads=256, min_blocks=2)])
+def test_attn_varlen_gpu_with_several_blocks_per_sm(window, tile):
+    # a smaller register budget per block (setmaxnreg) must neither hang nor change the results
+    qkv, lens = attn_inputs(B=6, lens=[0, 64, 5, 65, 80, 1], seed=21)
+    packed, starts = packed_from_dense(qkv, lens)
+    qg, _ = rounded(packed, torch.bfloat16)
+    kern = K.attn_varlen_kernel(AL, AH, ADh, window=window, **tile)
+    O = torch.full((packed.shape[0], AH * ADh), float("nan"), dtype=torch.bfloat16, device="cuda")
+    kern(qg, starts.cuda(), lens.cuda(), with_dummies(K.varlen_blocks(lens.numpy(), AL, tile["bm"])).cuda(), O)
+    ref = ref_attn(qkv.to(torch.bfloat16).float(), lens, window)
+    offset = 0
+    for b, n in enumerate(lens.tolist()):
+        if n:
+            assert maxerr(O[offset : offset + n].cpu(), ref[b, :n]) < TOL_GPU_ATTN
+        offset += n

@@ -27,7 +27,7 @@ EXPECTED = {
     "rope_kernel": (["H", "Dh"], dict(bm=32, threads=128, dtype="bfloat16")),
     "attn_kernel": (
         ["B", "L", "H", "Dh"],
-        dict(window=0, bm=64, bn=64, stages=1, threads=128, dtype="bfloat16"),
+        dict(window=0, bm=64, bn=64, stages=1, threads=128, min_blocks=1, dtype="bfloat16"),
     ),
     "decide_features_kernel": (["d"], dict(width=64, threads=128, dtype="bfloat16")),
 }
@@ -98,6 +98,21 @@ def test_bad_options_raise():
         K.attn_kernel.get_tir(2, 64, 2, 64, window=-1)
     with pytest.raises(ValueError, match="width"):
         K.decide_features_kernel.get_tir(64, width=48)
+    with pytest.raises(ValueError, match="min_blocks must be >= 1, got 0"):
+        K.attn_varlen_kernel.get_tir(64, 2, 64, min_blocks=0)
+
+
+def test_consumer_registers_fit_the_blocks_asked_for():
+    # The default (one block) keeps TileLang's 240; more blocks get what the block's launch registers, less the
+    # producer's 24, leave: never more than the pool holds (setmaxnreg.inc would wait forever).
+    assert K.consumer_registers(1, 128) == K.consumer_registers(1, 256) == 240
+    assert (K.consumer_registers(2, 128), K.consumer_registers(3, 128), K.consumer_registers(2, 256)) == (232, 136, 104)
+    for blocks in (1, 2, 3, 4):
+        for threads in (128, 256):
+            regs = K.consumer_registers(blocks, threads)
+            entry = K.SM_REGISTERS // (blocks * (threads + 128)) // 8 * 8
+            assert regs % 8 == 0 and regs * threads + 128 * K.PRODUCER_REGISTERS <= entry * (threads + 128)
+            assert blocks * entry * (threads + 128) <= K.SM_REGISTERS
 
 
 def test_no_top_level_tilelang_import():
