@@ -13,6 +13,7 @@ def _t(bm, bn, bk, stages, threads, splits=0, cublas=False):
 # splits > 0: split-K, whose fp32 partials the following residual-add + LayerNorm sums.
 # cublas=True: cuBLAS measured >= 2% faster per forward at that class (cublas_table_h200_2026-12-06.json).
 M_CLASSES = (32, 64, 128, 256, 512, 1024, 2048, None)
+ATTN_OCCUPIED = dict(bm=64, bn=64, stages=2, threads=128, min_blocks=3)
 GPU_TILES = {
     # N >= 3d: the encoder's and the head's QKV, the head's 4d-wide first FFN layer
     "wide": (_t(16, 64, 128, 4, 128), _t(64, 32, 128, 3, 128), _t(64, 64, 128, 3, 128),
@@ -38,9 +39,10 @@ GPU_TILES = {
     # at 8192 and 92,768 rows, where its old bm=4/32 threads was 18% and 1.5% slower (rowwise_h100_2026-12-07.json).
     "rope": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=128),),
     "add_ln": (dict(bm=1, threads=128),) * 8,
-    # Attention: 64-row query blocks give few-token plans twice the thread blocks (1 x 128 tokens: 32)
-    "attn_full": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (dict(bm=128, bn=128, stages=2, threads=256),),
-    "attn_window": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (dict(bm=128, bn=64, stages=2, threads=256),),
+    # Attention: 64-row query blocks give few-token plans twice the thread blocks (1 x 128 tokens: 32); for many
+    # rows, three blocks per SM hide each one's short key loop (tiles_varlen_occupancy_h100_2026-12-07.json).
+    "attn_full": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (ATTN_OCCUPIED,),
+    "attn_window": (dict(bm=64, bn=64, stages=1, threads=128),) * 7 + (ATTN_OCCUPIED,),
 }
 
 
