@@ -2,7 +2,7 @@
 
     HF_HUB_OFFLINE=1 PYTHONPATH=$PWD python benchmarks/bench_latency.py [--model DIR | --shape large]
         [--backends eager,tilelang,compile] [--device cuda] [--dtype bf16|fp16] [--repeats N]
-        [--batch-repeats N] [--case-budget-s S] [--json PATH] [--quick]
+        [--batch-repeats N] [--case-budget-s S] [--json PATH] [--quick] [--tiles JSON]
 
 One agent is loaded once; each backend is installed on it in turn (`eager` = the Agent default: the
 stock forward under 16-bit autocast on CUDA; `compile` = `set_backend("compile", strict=True)`, i.e.
@@ -419,8 +419,16 @@ def compare(reference: list, other: list) -> dict:
 # ---- backends -----------------------------------------------------------------------------------
 
 VARIANTS = {"tilelang-fp8": ("tilelang", {"precision": "fp8"}),  # bench names beyond the backends' own
-            "tilelang-no-cublas": ("tilelang", {})}
-NO_CUBLAS = "tilelang-no-cublas"  # the tile table with its cuBLAS classes on TileLang's tiles: issue 26's A/B
+            "tilelang-no-cublas": ("tilelang", {}), "tilelang-tiles": ("tilelang", {})}
+# Tile-table A/Bs (issue 26): the table with its cuBLAS classes on TileLang's tiles; the table with --tiles' entries
+NO_CUBLAS, TILES = "tilelang-no-cublas", "tilelang-tiles"
+TILE_OVERRIDES: dict = {}  # --tiles, parsed
+
+
+def variant_table(name: str, shipped: dict) -> dict:
+    from laya.fast_tiles import with_tiles, without_cublas
+
+    return without_cublas(shipped) if name == NO_CUBLAS else with_tiles(shipped, TILE_OVERRIDES)
 
 
 def install(agent, name: str) -> dict:
@@ -428,16 +436,18 @@ def install(agent, name: str) -> dict:
     backend_name, options = VARIANTS.get(name, (name, {}))
     if name == "eager":
         agent.deaccelerate()  # the Agent default: the stock forward (under 16-bit autocast on CUDA)
-    elif name == NO_CUBLAS:
+    elif name in (NO_CUBLAS, TILES):
         import laya.fast as fast_module
-        from laya.fast_tiles import without_cublas
 
-        shipped, fast_module.GPU_TILES = fast_module.GPU_TILES, without_cublas(fast_module.GPU_TILES)
+        shipped = fast_module.GPU_TILES
+        fast_module.GPU_TILES = variant_table(name, shipped)
         try:  # every class built while the table is patched
             agent.set_backend(backend_name, strict=True)
             agent.backend_object.fast.build_all()
         finally:
             fast_module.GPU_TILES = shipped
+        if name == TILES:
+            info["tiles"] = TILE_OVERRIDES
     else:
         agent.set_backend(backend_name, strict=True, **options)
     backend = agent.backend_object
@@ -582,6 +592,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--breakdown-calls", type=int, default=None,
                         help="instrumented calls per breakdown case (default 50; d: at most --batch-repeats)")
     parser.add_argument("--cases", default=",".join(c.key for c in CASES), help="subset of a72,a128,b,c,d")
+    parser.add_argument("--tiles", default=None, help="backend tilelang-tiles: the table with these entries, a JSON "
+                        "object (or a file holding one) {kind: {class index: tile}}, e.g. "
+                        "'{\"attn_full\": {\"7\": {\"bm\": 128, \"bn\": 128, \"stages\": 2, \"threads\": 256}}}'")
     parser.add_argument("--json", default=None, help="default benchmarks/results/latency_<gpu-or-cpu>_<date>.json")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--quick", action="store_true", help="few repeats (a CPU dry run)")
@@ -595,6 +608,14 @@ def main(argv: list[str] | None = None) -> int:
     budget = args.case_budget_s or (3.0 if quick else 4.0)
     breakdown_calls = args.breakdown_calls or (5 if quick else 50)
     backend_names = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if (TILES in backend_names) != (args.tiles is not None):
+        parser.error(f"--tiles and the backend {TILES} go together")
+    if args.tiles is not None:
+        from laya.fast_tiles import GPU_TILES, with_tiles
+
+        text = open(args.tiles).read() if os.path.isfile(args.tiles) else args.tiles
+        TILE_OVERRIDES.update(json.loads(text))
+        with_tiles(GPU_TILES, TILE_OVERRIDES)  # a bad kind or class fails here, before minutes of setup
     wanted = {c.strip() for c in args.cases.split(",") if c.strip()}
     cases = [c for c in CASES if c.key in wanted]
     if not cases:

@@ -52,6 +52,21 @@ def without_cublas(table: dict) -> dict:
             for kind, row in table.items()}
 
 
+def with_tiles(table: dict, entries: dict) -> dict:
+    """`table` with `entries` = {kind: {class index: tile}} in place of its own (a tile-table A/B's candidate)."""
+    out = dict(table)
+    for kind, per_class in entries.items():
+        if kind not in table:
+            raise ValueError(f"no tile kind {kind!r} in the table; kinds: {', '.join(table)}")
+        row = list(table[kind])
+        for c, tile in per_class.items():
+            if not 0 <= int(c) < len(row):
+                raise ValueError(f"class {c!r} of {kind!r} is not one of 0..{len(row) - 1}")
+            row[int(c)] = dict(tile)
+        out[kind] = tuple(row)
+    return out
+
+
 TILE_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks")  # a kernel request's tuned tile; without them, its defaults
 
 

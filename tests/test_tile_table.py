@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import os
 
-from laya.fast_tiles import GPU_TILES, without_cublas
+import pytest
+
+from laya.fast_tiles import GPU_TILES, M_CLASSES, with_tiles, without_cublas
 
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "results")
 
@@ -29,3 +31,25 @@ def test_without_cublas_keeps_every_tile_and_clears_only_the_flags():
         for tile, kept in zip(row, plain[kind]):
             assert {k: v for k, v in kept.items() if k != "cublas"} == {k: v for k, v in tile.items() if k != "cublas"}
             assert kept.get("cublas", False) is False
+
+
+def test_with_tiles_replaces_only_the_named_entries_and_checks_them():
+    tile = {"bm": 128, "bn": 128, "stages": 2, "threads": 256}
+    patched = with_tiles(GPU_TILES, {"attn_full": {"7": tile}})
+    assert patched["attn_full"][7] == tile and patched["attn_full"][:7] == GPU_TILES["attn_full"][:7]
+    assert all(patched[kind] is row for kind, row in GPU_TILES.items() if kind != "attn_full")
+    assert GPU_TILES["attn_full"][7] != tile  # the shipped table is untouched
+    with pytest.raises(ValueError, match="no tile kind 'attn'"):
+        with_tiles(GPU_TILES, {"attn": {"7": tile}})
+    with pytest.raises(ValueError, match=f"class '8' of 'rope' is not one of 0..{len(M_CLASSES) - 1}"):
+        with_tiles(GPU_TILES, {"rope": {"8": tile}})
+
+
+def test_large_m_attention_tiles_are_the_occupancy_sweeps_best():
+    # the varlen sweep on case d's batch picked the three-blocks-per-SM tile for both layer kinds
+    with open(os.path.join(RESULTS, "tiles_varlen_occupancy_h100_2026-12-07.json")) as f:
+        sweep = json.load(f)["results"]
+    for kind, name in (("attn_full", "attn_varlen_window0"), ("attn_window", "attn_varlen_window64")):
+        times = {k: v for k, v in sweep[name]["320"]["candidates_ms"].items() if v is not None}
+        best = dict(part.split("=") for part in min(times, key=times.get).split(","))
+        assert {k: int(v) for k, v in best.items()} == GPU_TILES[kind][-1]
