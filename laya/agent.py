@@ -18,6 +18,7 @@ from .checkpoint import check_weights_file, load_config, load_tokenizer, load_we
 from .device import MPS_AMP_MIN_ROWS_DEFAULT, Precision, precision_policy, resolve_device  # noqa: F401 (R-P2-2)
 from .answers import softmax_rows
 from .cpu_bf16 import Bf16Weights
+from .cpu_malloc import keep_freed_buffers
 from .read_write_gate import ReadWriteGate
 from . import backends
 from .backends.base import is_oom
@@ -103,6 +104,8 @@ class Agent(Predictor):
 
         self.precision = precision_policy(self.device, self.cfg)
         self.bf16_weights = Bf16Weights()  # CPU bf16 autocast: Linear weights cast once, not per call
+        if self.device.type == "cpu":
+            keep_freed_buffers()  # activations reuse the heap instead of fresh pages per layer (laya.cpu_malloc)
         self.cpu_fallback_count = 0
         self.last_fallback_reason: str | None = None
         self._amp_failures = 0
