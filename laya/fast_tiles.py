@@ -67,7 +67,8 @@ def with_tiles(table: dict, entries: dict) -> dict:
     return out
 
 
-TILE_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks")  # a kernel request's tuned tile; without them, its defaults
+# a kernel request's tuned tile; without them, its defaults
+TILE_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks")
 
 
 def m_class(tokens: int) -> int:
