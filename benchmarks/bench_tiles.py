@@ -90,8 +90,8 @@ ATTN = [dict(bm=128, bn=128, stages=2, threads=256),  # "attn_full" so far
         dict(bm=64, bn=64, stages=1, threads=128)]
 ATTN_L = (64, 128, 256, 512)
 # Packed (varlen) attention on a batch like bench_latency's ragged case d: 320 sequences of 60-494 tokens.
-VARLEN = [dict(bm=128, bn=128, stages=2, threads=256),  # "attn_full" large so far
-          dict(bm=128, bn=64, stages=2, threads=256),  # "attn_window" large so far
+VARLEN = [dict(bm=128, bn=128, stages=2, threads=256),  # "attn_full" large until 2026-12-07
+          dict(bm=128, bn=64, stages=2, threads=256),  # "attn_window" large until 2026-12-07
           dict(bm=64, bn=64, stages=1, threads=128),
           dict(bm=64, bn=64, stages=2, threads=128),
           dict(bm=64, bn=128, stages=2, threads=128),
@@ -101,7 +101,7 @@ VARLEN = [dict(bm=128, bn=128, stages=2, threads=256),  # "attn_full" large so f
           dict(bm=64, bn=64, stages=2, threads=128, min_blocks=2),
           dict(bm=64, bn=128, stages=2, threads=128, min_blocks=2),
           dict(bm=64, bn=64, stages=3, threads=128, min_blocks=2),
-          dict(bm=64, bn=64, stages=2, threads=128, min_blocks=3),
+          dict(bm=64, bn=64, stages=2, threads=128, min_blocks=3),  # ATTN_OCCUPIED, the table's large tile
           dict(bm=128, bn=64, stages=2, threads=256, min_blocks=2)]
 VARLEN_MAX_LEN, VARLEN_SEQS = 512, 320
 
@@ -279,7 +279,7 @@ def sweep_attention(out: dict) -> None:
                     continue
                 cands[label(cfg)] = try_graph(lambda kern=kern: [lambda: kern(qkv, lens, o)] * CALLS)
             entry["candidates_ms"] = cands
-            entry["current"] = label(ATTN[1] if window else ATTN[0])
+            entry["current"] = label(GPU_TILES["attn_window" if window else "attn_full"][m_class(length)])
             out.setdefault(f"attn_window{window}", {})[length] = entry
 
 
@@ -322,7 +322,7 @@ def sweep_varlen(out: dict) -> None:
         entry["candidates_ms"] = cands
         entry["thread_blocks_by_bm"] = launched  # the old (ceil(L/bm), H, B) grid: ceil(L/bm) * H * B
         entry["max_abs_error_vs_sdpa"] = errors
-        entry["current"] = label(VARLEN[1] if window else VARLEN[0])
+        entry["current"] = label(GPU_TILES["attn_window" if window else "attn_full"][-1])
         out.setdefault(f"attn_varlen_window{window}", {})[VARLEN_SEQS] = entry
 
 
