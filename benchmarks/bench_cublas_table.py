@@ -64,7 +64,7 @@ def time_role(c: int, m: int, kind: str, role: tuple) -> dict:
     """Per-call ms of the table's TileLang composition and of cuBLAS's for one role at M = m."""
     name, n, k, bias, act, residual, _ = role
     tile = GPU_TILES[kind][c]
-    cfg = {key: tile[key] for key in TILE_KEYS}
+    cfg = {key: tile[key] for key in TILE_KEYS if key in tile}
     splits = 0 if residual is False else tile.get("splits", 0)
     rows = 2 * n if act == "geglu" else n
     weights = ring(rows, k)

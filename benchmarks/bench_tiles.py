@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from laya import tl_kernels as K  # noqa: E402
-from laya.fast_tiles import GPU_TILES, m_class  # noqa: E402
+from laya.fast_tiles import ATTN_OCCUPIED, GPU_TILES, m_class  # noqa: E402
 
 from _env import environment  # noqa: E402
 
@@ -101,7 +101,7 @@ VARLEN = [dict(bm=128, bn=128, stages=2, threads=256),  # "attn_full" large unti
           dict(bm=64, bn=64, stages=2, threads=128, min_blocks=2),
           dict(bm=64, bn=128, stages=2, threads=128, min_blocks=2),
           dict(bm=64, bn=64, stages=3, threads=128, min_blocks=2),
-          dict(bm=64, bn=64, stages=2, threads=128, min_blocks=3),  # ATTN_OCCUPIED, the table's large tile
+          ATTN_OCCUPIED,  # the table's large-M tile (three blocks per SM)
           dict(bm=128, bn=64, stages=2, threads=256, min_blocks=2)]
 VARLEN_MAX_LEN, VARLEN_SEQS = 512, 320
 

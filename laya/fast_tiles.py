@@ -34,9 +34,8 @@ GPU_TILES = {
     "down": (_t(16, 64, 128, 4, 128, splits=8), _t(32, 64, 128, 4, 128, splits=4), _t(64, 64, 128, 3, 128, splits=4),
              _t(64, 64, 128, 3, 128, splits=2), _t(64, 64, 128, 3, 128, cublas=True),
              _t(128, 64, 64, 4, 128, cublas=True), _t(128, 128, 64, 3, 256, cublas=True), _t(128, 256, 64, 3, 256)),
-    # Row-wise kernels: one row per block for few rows (latency: more blocks, fewer serial steps per
-    # thread); RoPE's measured large-M optimum otherwise. add_ln's one-row tile is within 1.2% of the best
-    # at 8192 and 92,768 rows, where its old bm=4/32 threads was 18% and 1.5% slower (rowwise_h100_2026-12-07.json).
+    # Row-wise kernels: one row per block (more blocks for few rows; add_ln within 1.2% of its best at 8k and
+    # 92k rows, rowwise_h100_2026-12-07.json); RoPE's measured large-M optimum for many rows.
     "rope": (dict(bm=1, threads=128),) * 7 + (dict(bm=4, threads=128),),
     "add_ln": (dict(bm=1, threads=128),) * 8,
     # Attention: 64-row query blocks give few-token plans twice the thread blocks (1 x 128 tokens: 32); for many
@@ -60,8 +59,12 @@ def with_tiles(table: dict, entries: dict) -> dict:
             raise ValueError(f"no tile kind {kind!r} in the table; kinds: {', '.join(table)}")
         row = list(table[kind])
         for c, tile in per_class.items():
-            if not 0 <= int(c) < len(row):
+            if not str(c).isdigit() or int(c) >= len(row):
                 raise ValueError(f"class {c!r} of {kind!r} is not one of 0..{len(row) - 1}")
+            unknown = set(tile) - set(TILE_KEYS) - {"splits", "cublas"}
+            if unknown:
+                raise ValueError(f"tile keys {sorted(unknown)} of {kind!r} class {c} are not tile keys; "
+                                 f"use {', '.join(TILE_KEYS)}, splits, cublas")
             row[int(c)] = dict(tile)
         out[kind] = tuple(row)
     return out

@@ -189,6 +189,7 @@ class _Spec:
 
 SM_REGISTERS = 65536  # 32-bit registers per SM (sm_80 / sm_90)
 PRODUCER_REGISTERS = 24  # per thread of TileLang's TMA producer warpgroup after its setmaxnreg.dec
+MIN_CONSUMER_REGISTERS = 64  # below this an attention tile's accumulators spill (and setmaxnreg needs >= 24)
 
 
 def consumer_registers(min_blocks: int, threads: int) -> int:
@@ -885,6 +886,10 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, 
         raise ValueError(f"window must be >= 0, got {window}")
     if min_blocks < 1:
         raise ValueError(f"min_blocks must be >= 1, got {min_blocks}")
+    if not cpu and consumer_registers(min_blocks, threads) < MIN_CONSUMER_REGISTERS:
+        raise ValueError(f"min_blocks={min_blocks} blocks of {threads} threads leave each consumer thread "
+                         f"{consumer_registers(min_blocks, threads)} registers (< {MIN_CONSUMER_REGISTERS}); "
+                         "use fewer blocks per SM or fewer threads")
     import tilelang.language as T
 
     S = _Spec(cpu)

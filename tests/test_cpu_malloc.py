@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import platform
 
 import pytest
 
@@ -36,10 +36,23 @@ def test_raises_both_thresholds_once_per_process(fresh):
     assert fresh.calls == [(-3, 32 << 20), (-1, 1 << 30)]  # M_MMAP_THRESHOLD, then M_TRIM_THRESHOLD; once
 
 
-@pytest.mark.parametrize("value", ["default", "DEFAULT", " off ", "0"])
+@pytest.mark.parametrize("value", ["default", "DEFAULT", " default "])
 def test_env_leaves_the_allocator_alone(fresh, monkeypatch, value):
     monkeypatch.setenv(cpu_malloc.ENV, value)
     assert cpu_malloc.keep_freed_buffers() is False
+    assert fresh.calls == []
+
+
+def test_env_keep_is_the_default(fresh, monkeypatch):
+    monkeypatch.setenv(cpu_malloc.ENV, "keep")
+    assert cpu_malloc.keep_freed_buffers() is True
+
+
+@pytest.mark.parametrize("value", ["off", "defualt", "1"])
+def test_env_typo_is_refused_with_the_choices(fresh, monkeypatch, value):
+    monkeypatch.setenv(cpu_malloc.ENV, value)
+    with pytest.raises(ValueError, match=f"LAYA_CPU_MALLOC='{value}' is not a setting: use 'keep'"):
+        cpu_malloc.keep_freed_buffers()
     assert fresh.calls == []
 
 
@@ -61,7 +74,7 @@ def test_not_glibc_or_mallopt_refused(monkeypatch):
     assert cpu_malloc.keep_freed_buffers() is False
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc is the Linux C library")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the process's C library is not glibc")
 def test_finds_this_processes_glibc():
     libc = cpu_malloc._glibc()
     assert libc is not None and hasattr(libc, "mallopt")

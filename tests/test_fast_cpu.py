@@ -19,6 +19,7 @@ if shutil.which("g++") is None and shutil.which("c++") is None:
 
 from _decide_cases import decide_inputs, ref_decide  # noqa: E402
 from laya import tl_kernels as K  # noqa: E402
+from laya.fast_tiles import ATTN_OCCUPIED  # noqa: E402
 
 pytestmark = pytest.mark.fast_extra
 
@@ -518,10 +519,28 @@ def test_attn_cpu_vs_gpu(gpu_kernels, dt, window, dynamic):
     assert valid_rows_err(Og, Oc, lens) < TOL_GPU_ATTN
 
 
+OCCUPANCY_TILES = [dict(bm=64, bn=64, stages=2, threads=128, min_blocks=2), ATTN_OCCUPIED,
+                   dict(bm=128, bn=64, stages=2, threads=256, min_blocks=2)]
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_occupancy_annotations_only_when_asked_and_only_on_the_gpu(varlen):
+    # min_blocks > 1 puts the launch bound and both register budgets into the GPU kernel; the default and the
+    # CPU specialisation carry none of them (so the default's CUDA source is what it was before the option)
+    def script(**kw):
+        args = (AL, AH, ADh) if varlen else (None, None, AH, ADh)
+        return (K.attn_varlen_kernel if varlen else K.attn_kernel).get_tir(*args, **kw).script()
+
+    occupied = script(bm=64, bn=64, stages=2, threads=128, min_blocks=3)
+    assert "min_blocks_per_sm" in occupied and "annotate_consumer_reg_alloc" in occupied
+    assert "136" in occupied  # consumer_registers(3, 128)
+    for plain in (script(), script(min_blocks=3, cpu=True, dtype="float32")):
+        assert "min_blocks_per_sm" not in plain and "reg_alloc" not in plain
+
+
 @needs_cuda
 @pytest.mark.parametrize("window", [0, 17])
-@pytest.mark.parametrize("tile", [dict(bm=64, bn=64, stages=2, threads=128, min_blocks=2),
-                                  dict(bm=128, bn=64, stages=2, threads=256, min_blocks=2)])
+@pytest.mark.parametrize("tile", OCCUPANCY_TILES)
 def test_attn_varlen_gpu_with_several_blocks_per_sm(window, tile):
     # a smaller register budget per block (setmaxnreg) must neither hang nor change the results
     qkv, lens = attn_inputs(B=6, lens=[0, 64, 5, 65, 80, 1], seed=21)
@@ -536,3 +555,14 @@ def test_attn_varlen_gpu_with_several_blocks_per_sm(window, tile):
         if n:
             assert maxerr(O[offset : offset + n].cpu(), ref[b, :n]) < TOL_GPU_ATTN
         offset += n
+
+
+@needs_cuda
+@pytest.mark.parametrize("window", [0, 17])
+def test_attn_dense_gpu_with_several_blocks_per_sm(window):
+    qkv, lens = attn_inputs()
+    qg, qc = rounded(qkv, torch.bfloat16)
+    O = torch.full((AB, AL, AH * ADh), float("nan"), dtype=torch.bfloat16, device="cuda")
+    K.attn_kernel(None, None, AH, ADh, window=window, **ATTN_OCCUPIED)(qg, lens.cuda(), O)
+    assert torch.isfinite(O).all() and torch.count_nonzero(O[2]) == 0
+    assert valid_rows_err(O.cpu(), ref_attn(qc.view(qkv.shape), lens, window), lens) < TOL_GPU_ATTN

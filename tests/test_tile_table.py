@@ -43,6 +43,10 @@ def test_with_tiles_replaces_only_the_named_entries_and_checks_them():
         with_tiles(GPU_TILES, {"attn": {"7": tile}})
     with pytest.raises(ValueError, match=f"class '8' of 'rope' is not one of 0..{len(M_CLASSES) - 1}"):
         with_tiles(GPU_TILES, {"rope": {"8": tile}})
+    with pytest.raises(ValueError, match="class 'last' of 'rope' is not one of"):
+        with_tiles(GPU_TILES, {"rope": {"last": tile}})
+    with pytest.raises(ValueError, match=r"tile keys \['treads'\] of 'rope' class 7 are not tile keys"):
+        with_tiles(GPU_TILES, {"rope": {"7": {"bm": 4, "treads": 128}}})
 
 
 def test_large_m_attention_tiles_are_the_occupancy_sweeps_best():
