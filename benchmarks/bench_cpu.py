@@ -339,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     from make_checkpoint import SHAPES
     for shape in shapes:
         result["shapes"][shape] = {"dims": SHAPES[shape], **bench_shape(shape, root, args)}
+    from laya.cpu_malloc import keep_freed_buffers
+
+    result["glibc_thresholds_raised"] = keep_freed_buffers()  # (the first CPU Agent decided it for every runner)
     path = save_result(result, f"cpu_fastest_{dt.date.today().isoformat()}.json", args.out)
     print(f"cpu: {features().best_isa} (native bf16 {features().native_bf16}, int8 dot {features().int8_dot}, "
           f"{features().physical_cores} physical cores); wrote {path}")
