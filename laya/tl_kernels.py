@@ -205,10 +205,16 @@ def _occupancy(min_blocks: int, threads: int, cpu: bool):
     """A kernel-body statement that builds the kernel for `min_blocks` resident blocks per SM (GPU only):
     ``__launch_bounds__(.., min_blocks)``, and a consumer register budget the SM can give every block; the
     default (one block) leaves TileLang's 240 registers, which admit one block of 256 threads or more."""
+    if min_blocks < 1:
+        raise ValueError(f"min_blocks must be >= 1, got {min_blocks}")
+    registers = consumer_registers(min_blocks, threads)
+    if not cpu and registers < MIN_CONSUMER_REGISTERS:
+        raise ValueError(f"min_blocks={min_blocks} blocks of {threads} threads leave each consumer thread "
+                         f"{registers} registers (< {MIN_CONSUMER_REGISTERS}); "
+                         "use fewer blocks per SM or fewer threads")
     import tilelang.language as T
 
     annotate = not cpu and min_blocks > 1
-    registers = consumer_registers(min_blocks, threads)
 
     @T.macro
     def occupy():
@@ -884,16 +890,10 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, 
     _check_dtype(dtype, cpu)
     if window < 0:
         raise ValueError(f"window must be >= 0, got {window}")
-    if min_blocks < 1:
-        raise ValueError(f"min_blocks must be >= 1, got {min_blocks}")
-    if not cpu and consumer_registers(min_blocks, threads) < MIN_CONSUMER_REGISTERS:
-        raise ValueError(f"min_blocks={min_blocks} blocks of {threads} threads leave each consumer thread "
-                         f"{consumer_registers(min_blocks, threads)} registers (< {MIN_CONSUMER_REGISTERS}); "
-                         "use fewer blocks per SM or fewer threads")
+    occupy = _occupancy(min_blocks, threads, cpu)
     import tilelang.language as T
 
     S = _Spec(cpu)
-    occupy = _occupancy(min_blocks, threads, cpu)
     Bs = T.dynamic("b") if B is None else B
     Ls = T.dynamic("l") if L is None else L
     scale = (Dh**-0.5) * LOG2E  # softmax in base 2: exp(x) = exp2(x * log2 e)
