@@ -71,7 +71,7 @@ def with_tiles(table: dict, entries: dict) -> dict:
 
 
 # a kernel request's tuned tile; without them, its defaults
-TILE_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks")
+TILE_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks", "prefetch", "release")
 
 
 def m_class(tokens: int) -> int:

@@ -161,7 +161,7 @@ class _Spec:
         self.row_sum = row_sum
         self.row_max = row_max
 
-    def chain(self):
+    def chain(self, release: bool = False):
         """Open a GPU kernel body for programmatic dependent launch (PDL).
 
         ``griddepcontrol.wait`` first: nothing before it touches tensor memory, so the kernel may be
@@ -170,14 +170,18 @@ class _Spec:
         the programmatic-serialisation attribute, and CUDA-graph capture turns that into a programmatic
         edge: the launch latency between two kernels overlaps the end of the first.  Every kernel
         waits, so each one's predecessors are complete when it reads; launched without the attribute
-        (or after a torch kernel) the wait returns at once.  No early ``launch_dependents``: blocks that
-        would sit waiting on SMs made the 1 x 128 graph 5% slower than waiting only (benchmarks/results/
-        replay_pdl_h200_2026-11-30.json), so the next kernel is released as each block exits.
+        (or after a torch kernel) the wait returns at once.  By default no early ``launch_dependents``:
+        blocks that would sit waiting on SMs made the 1 x 128 graph 5% slower than waiting only
+        (benchmarks/results/replay_pdl_h200_2026-11-30.json), so the next kernel is released as each block
+        exits.  ``release=True`` releases it at once, for a successor that prefetches its weights before its
+        own wait (``_weight_prefetch``); the wait still orders every read after this kernel's writes.
         """
         import tilelang.language as T
 
         if not self.cpu:  # (a bare intrinsic call outside the parsed body emits nothing: T.evaluate does)
             T.evaluate(T.pdl_sync())
+            if release:
+                T.evaluate(T.pdl_trigger())
 
     def swizzle(self, panel: int = 10):
         """Block rasterisation for L2 reuse on the GPU; meaningless (and dropped) on the CPU."""
@@ -224,6 +228,48 @@ def _occupancy(min_blocks: int, threads: int, cpu: bool):
             T.annotate_consumer_reg_alloc(registers)
 
     return occupy
+
+
+PREFETCH_L2_SOURCE = (
+    "__device__ __forceinline__ void laya_prefetch_l2(const void* p, unsigned bytes) {\n"
+    '  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");\n'
+    "}\n"
+)
+
+
+def _weight_prefetch(rows: int, K: int, x_blocks: int, sharers: int, threads: int, cpu: bool, z: bool = False):
+    """A kernel-body statement for the top of a GEMM, before its PDL wait: with ``sharers > 0`` (GPU) the
+    grid's first ``sharers`` blocks (blockIdx.y = z = 0, x < sharers) ask L2 for every row of the 16-bit
+    weight ``W[rows, K]``, one bulk prefetch per row.  Weights are never written, so this may run while the
+    predecessor still does (it must be built with ``release=True`` to launch this kernel early); the main
+    loop's loads then hit L2 instead of HBM.  ``x_blocks``: the grid's x extent (static)."""
+    if sharers < 0:
+        raise ValueError(f"prefetch must be >= 0 blocks, got {sharers}")
+    on = sharers > 0 and not cpu
+    row_bytes = K * 2
+    if on and row_bytes % 16:
+        raise ValueError(f"prefetch needs weight rows of a multiple of 16 bytes, got K={K} (16-bit)")
+    import tilelang.language as T
+
+    share = max(1, min(sharers, x_blocks))
+    rounds = -(-(-(-rows // share)) // threads)
+
+    @T.macro
+    def prefetch(W):
+        if on:
+            T.import_source(PREFETCH_L2_SOURCE)
+            bx = T.get_block_binding(0)
+            first = T.get_block_binding(1) == 0
+            if z:
+                first = first and T.get_block_binding(2) == 0
+            tid = T.get_thread_binding(0)
+            if first and bx < share and tid < threads:
+                for i in T.serial(rounds):
+                    r = bx + share * (tid + i * threads)
+                    if r < rows:
+                        T.call_extern("void", "laya_prefetch_l2", T.address_of(W[r, 0]), row_bytes)
+
+    return prefetch
 
 
 def _gelu(x):
@@ -427,12 +473,15 @@ def _gemm_kernel(
     stages=3,
     threads=128,
     dtype="bfloat16",
+    prefetch=0,
+    release=False,
     *,
     cpu=False,
 ):
     """``C[M,N] = act(A[M,K] @ W[N,K]^T (+ Bv[N]))``; kernel args ``(A, W, Bv, C)``.
 
     ``Bv`` (fp32) is always passed and ignored when ``bias=False``.  Pipelined over K.
+    ``prefetch``/``release``: ``_weight_prefetch`` blocks and ``_Spec.chain``'s early release.
     """
     _check_dtype(dtype, cpu)
     if act not in _ACTS:
@@ -442,6 +491,7 @@ def _gemm_kernel(
     S = _Spec(cpu)
     M = T.dynamic("m")
     k_loop = _k_loop(bk, stages)
+    prefetch_w = _weight_prefetch(N, K, -(-N // bn), prefetch, threads, cpu)
 
     @T.prim_func
     def gemm(
@@ -451,7 +501,8 @@ def _gemm_kernel(
         C: T.Tensor((M, N), dtype),
     ):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
-            S.chain()
+            prefetch_w(W)
+            S.chain(release)
             A_s = S.tile((bm, bk), dtype)
             W_s = S.tile((bn, bk), dtype)
             C_s = S.tile((bm, bn), dtype)
@@ -483,6 +534,8 @@ def _gemm_splitk_kernel(
     stages=3,
     threads=128,
     dtype="bfloat16",
+    prefetch=0,
+    release=False,
     *,
     cpu=False,
 ):
@@ -503,6 +556,7 @@ def _gemm_splitk_kernel(
     # Each slice covers a whole number of bk steps; the last may run past K, where T.copy zero-fills.
     steps = math.ceil(math.ceil(K / splits) / bk)
     k_loop = _k_loop(bk, stages)
+    prefetch_w = _weight_prefetch(N, K, -(-N // bn), prefetch, threads, cpu, z=True)
 
     @T.prim_func
     def gemm_splitk(
@@ -512,7 +566,8 @@ def _gemm_splitk_kernel(
         P: T.Tensor((splits, M, N), "float32"),
     ):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), splits, threads=threads) as (bx, by, bz):
-            S.chain()
+            prefetch_w(W)
+            S.chain(release)
             A_s = S.tile((bm, bk), dtype)
             W_s = S.tile((bn, bk), dtype)
             acc = S.acc((bm, bn), ACCUM)
@@ -544,15 +599,19 @@ def _gemm_geglu_kernel(
     stages=2,
     threads=128,
     dtype="bfloat16",
+    prefetch=0,
+    release=False,
     *,
     cpu=False,
 ):
-    """``C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)``; kernel args ``(A[M,K], W[2F,K], C[M,F])``."""
+    """``C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)``; kernel args ``(A[M,K], W[2F,K], C[M,F])``.
+    ``prefetch``/``release`` as ``gemm_kernel``'s."""
     _check_dtype(dtype, cpu)
     import tilelang.language as T
 
     S = _Spec(cpu)
     M = T.dynamic("m")
+    prefetch_w = _weight_prefetch(2 * F, K, -(-F // bn), prefetch, threads, cpu)
 
     @T.prim_func
     def gemm_geglu(
@@ -561,7 +620,8 @@ def _gemm_geglu_kernel(
         C: T.Tensor((M, F), dtype),
     ):
         with T.Kernel(T.ceildiv(F, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
-            S.chain()
+            prefetch_w(W)
+            S.chain(release)
             A_s = S.tile((bm, bk), dtype)
             Wu_s = S.tile((bn, bk), dtype)  # rows of the activated half
             Wg_s = S.tile((bn, bk), dtype)  # matching rows of the gate half
@@ -602,6 +662,7 @@ def _add_ln_kernel(
     threads=32,
     dtype="bfloat16",
     splits=0,
+    release=False,
     *,
     cpu=False,
 ):
@@ -614,12 +675,12 @@ def _add_ln_kernel(
     slice order before they are added.
     ``quant=True`` (``add_ln_quant_kernel``, GPU only): ``Y`` is e4m3 with one more argument, its row
     scales ``Sy[M]`` fp32, by laya.fp8's rule applied to the fp32 LayerNorm output (the next GEMM's
-    8-bit operand).
+    8-bit operand).  ``release``: ``_Spec.chain``'s early release of the next kernel.
     """
-    return _add_ln(D, residual, bias, eps, bm, threads, dtype, splits, cpu, quant=False)
+    return _add_ln(D, residual, bias, eps, bm, threads, dtype, splits, cpu, quant=False, release=release)
 
 
-def _add_ln(D, residual, bias, eps, bm, threads, dtype, splits, cpu, quant):
+def _add_ln(D, residual, bias, eps, bm, threads, dtype, splits, cpu, quant, release=False):
     _check_dtype(dtype, cpu)
     _check_quant(quant, cpu)
     if splits < 0 or (splits and not residual):
@@ -643,7 +704,7 @@ def _add_ln(D, residual, bias, eps, bm, threads, dtype, splits, cpu, quant):
     @T.macro
     def body(X, R, Wv, Bv, Y, Sy):
         with T.Kernel(T.ceildiv(M, bm), threads=threads) as bx:
-            S.chain()
+            S.chain(release)
             x = S.acc((bm, D), ACCUM)
             sq = S.acc((bm, D), ACCUM)
             mean = S.acc((bm,), ACCUM)
@@ -715,10 +776,11 @@ def _add_ln(D, residual, bias, eps, bm, threads, dtype, splits, cpu, quant):
 add_ln_kernel = _kernel_factory(_add_ln_kernel)
 
 
-def _add_ln_quant_kernel(D, residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16", *, cpu=False):
+def _add_ln_quant_kernel(D, residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16", release=False, *,
+                         cpu=False):
     """``add_ln_kernel`` whose output is the next FP8 GEMM's operand: kernel args
     ``(X, R, Wv, Bv, Y[M,D] e4m3, Sy[M] fp32)``; ``R`` is the 16-bit residual (no split-K)."""
-    return _add_ln(D, residual, bias, eps, bm, threads, dtype, 0, cpu, quant=True)
+    return _add_ln(D, residual, bias, eps, bm, threads, dtype, 0, cpu, quant=True, release=release)
 
 
 add_ln_quant_kernel = _kernel_factory(_add_ln_quant_kernel)
@@ -876,7 +938,7 @@ rope_positions_kernel = _kernel_factory(_rope_positions_kernel)
 # 5. Flash-style bidirectional attention on the packed QKV buffer
 
 
-def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, cpu, varlen):
+def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, cpu, varlen, release=False):
     """The attention kernels' PrimFunc: one flash-style body (``attend``), two memory layouts.
 
     dense:  ``QKV[B, L, 3, H, Dh]``, ``Lens[B]``, ``O[B, L, H*Dh]``; every row < L of O is written
@@ -986,7 +1048,7 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, 
             # One CTA per (table entry, head): only query blocks that hold queries are launched.
             with T.Kernel(NBs, H, threads=threads) as (bx, by):
                 occupy()
-                S.chain()
+                S.chain(release)
                 entry = Blocks[bx]
                 live = entry >= 0
                 # A negative entry (padding of a graph's fixed-size table) runs as query block 0 of an
@@ -1007,7 +1069,7 @@ def _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, 
     ):
         with T.Kernel(T.ceildiv(Ls, bm), H, Bs, threads=threads) as (bx, by, bz):
             occupy()
-            S.chain()
+            S.chain(release)
             # One flat row axis (b * L + position): the body indexes dense and packed rows alike.
             attend(T.reshape(QKV, (Bs * Ls, 3, H, Dh)), T.reshape(O, (Bs * Ls, H * Dh)), bz * Ls,
                    T.min(Lens[bz], Ls), bx * bm, by, Ls)
@@ -1027,6 +1089,7 @@ def _attn_kernel(
     threads=128,
     min_blocks=1,
     dtype="bfloat16",
+    release=False,
     *,
     cpu=False,
 ):
@@ -1037,7 +1100,8 @@ def _attn_kernel(
     ``sliding_window = local_attention // 2``).  ``B``/``L`` may be None: runtime symbols, one
     compile for every shape.  No score or mask tensor ever exists outside one (bm, bn) tile.
     """
-    return _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, cpu, varlen=False)
+    return _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, cpu, varlen=False,
+                      release=release)
 
 
 def _attn_varlen_kernel(
@@ -1051,6 +1115,7 @@ def _attn_varlen_kernel(
     threads=128,
     min_blocks=1,
     dtype="bfloat16",
+    release=False,
     *,
     cpu=False,
 ):
@@ -1066,7 +1131,8 @@ def _attn_varlen_kernel(
     Rows outside every sequence must hold finite values (they may be read, then masked); they are
     not written.
     """
-    return _attn_prim(None, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, cpu, varlen=True)
+    return _attn_prim(None, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, cpu, varlen=True,
+                      release=release)
 
 
 attn_kernel = _kernel_factory(_attn_kernel)

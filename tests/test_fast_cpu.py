@@ -566,3 +566,57 @@ def test_attn_dense_gpu_with_several_blocks_per_sm(window):
     K.attn_kernel(None, None, AH, ADh, window=window, **ATTN_OCCUPIED)(qg, lens.cuda(), O)
     assert torch.isfinite(O).all() and torch.count_nonzero(O[2]) == 0
     assert valid_rows_err(O.cpu(), ref_attn(qc.view(qkv.shape), lens, window), lens) < TOL_GPU_ATTN
+
+
+# Weight prefetch before the PDL wait, and the early release of the next kernel (both off by default).
+PF_N, PF_K = 200, 136  # 200 weight rows: with 3 sharing blocks of 32 threads, more than one round each
+
+
+def test_prefetch_and_release_only_when_asked_and_only_on_the_gpu():
+    asked = dict(prefetch=3, release=True)
+    scripts = {
+        "gemm": lambda **kw: K.gemm_kernel.get_tir(PF_N, PF_K, **kw).script(),
+        "splitk": lambda **kw: K.gemm_splitk_kernel.get_tir(PF_N, PF_K, 2, **kw).script(),
+        "geglu": lambda **kw: K.gemm_geglu_kernel.get_tir(PF_N, PF_K, **kw).script(),
+    }
+    for name, script in scripts.items():
+        on = script(**asked)
+        assert "laya_prefetch_l2" in on and "pdl_trigger" in on, name
+        assert str(PF_K * 2) in on  # one bulk prefetch per weight row: K 16-bit values
+        for plain in (script(), script(cpu=True, dtype="float32", **asked)):
+            assert "laya_prefetch_l2" not in plain and "pdl_trigger" not in plain, name
+    ln = K.add_ln_kernel.get_tir(64, release=True).script()
+    attn = K.attn_varlen_kernel.get_tir(AL, AH, ADh, release=True).script()
+    assert "pdl_trigger" in ln and "pdl_trigger" in attn
+    assert "pdl_trigger" not in K.add_ln_kernel.get_tir(64).script()
+
+
+def test_prefetch_refuses_bad_settings_by_name():
+    with pytest.raises(ValueError, match="prefetch must be >= 0"):
+        K.gemm_kernel.get_tir(PF_N, PF_K, prefetch=-1)
+    with pytest.raises(ValueError, match="K=67"):
+        K.gemm_kernel.get_tir(PF_N, 67, prefetch=2)  # 134-byte rows: no 16-byte bulk prefetch
+    K.gemm_kernel.get_tir(PF_N, 67, prefetch=2, cpu=True, dtype="float32")  # (a no-op on the CPU)
+
+
+@needs_cuda
+@pytest.mark.parametrize("prefetch", [1, 3, 64])
+def test_gemms_with_prefetch_and_release_give_the_same_bits(prefetch):
+    # the prefetch is a cache hint and the release only reorders launches: outputs must not move by a bit
+    r = gen(31)
+    A, W, b = r(150, PF_K).to(torch.bfloat16).cuda(), r(2 * PF_N, PF_K, scale=0.1).to(torch.bfloat16).cuda(), \
+        r(2 * PF_N).cuda()
+    tile = dict(bm=64, bn=32, bk=64, stages=2, threads=128)
+    asked = dict(prefetch=prefetch, release=True)
+    for kw in (dict(), asked):
+        C = torch.empty(150, PF_N, dtype=torch.bfloat16, device="cuda")
+        P = torch.empty(2, 150, PF_N, device="cuda")
+        G = torch.empty(150, PF_N, dtype=torch.bfloat16, device="cuda")
+        K.gemm_kernel(PF_N, PF_K, bias=True, **tile, **kw)(A, W[:PF_N], b[:PF_N], C)
+        K.gemm_splitk_kernel(PF_N, PF_K, 2, bias=True, **tile, **kw)(A, W[:PF_N], b[:PF_N], P)
+        K.gemm_geglu_kernel(PF_N, PF_K, **tile, **kw)(A, W, G)
+        if not kw:
+            want = (C, P, G)
+    torch.cuda.synchronize()
+    for got, ref in zip((C, P, G), want):
+        assert torch.equal(got, ref)

@@ -13,21 +13,24 @@ K = importlib.import_module("laya.tl_kernels")
 EXPECTED = {
     "gemm_kernel": (
         ["N", "K"],
-        dict(bias=False, act="none", bm=64, bn=128, bk=64, stages=3, threads=128, dtype="bfloat16"),
+        dict(bias=False, act="none", bm=64, bn=128, bk=64, stages=3, threads=128, dtype="bfloat16", prefetch=0,
+             release=False),
     ),
     "gemm_splitk_kernel": (
         ["N", "K", "splits"],
-        dict(bias=False, bm=64, bn=64, bk=128, stages=3, threads=128, dtype="bfloat16"),
+        dict(bias=False, bm=64, bn=64, bk=128, stages=3, threads=128, dtype="bfloat16", prefetch=0, release=False),
     ),
-    "gemm_geglu_kernel": (["F", "K"], dict(bm=64, bn=64, bk=64, stages=2, threads=128, dtype="bfloat16")),
+    "gemm_geglu_kernel": (["F", "K"], dict(bm=64, bn=64, bk=64, stages=2, threads=128, dtype="bfloat16", prefetch=0,
+                                            release=False)),
     "add_ln_kernel": (["D"], dict(residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16",
-                                  splits=0)),
-    "add_ln_quant_kernel": (["D"], dict(residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16")),
+                                  splits=0, release=False)),
+    "add_ln_quant_kernel": (["D"], dict(residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16",
+                                        release=False)),
     "quant_rows_kernel": (["D"], dict(glu=False, bm=1, threads=64, dtype="bfloat16")),
     "rope_kernel": (["H", "Dh"], dict(bm=32, threads=128, dtype="bfloat16")),
     "attn_kernel": (
         ["B", "L", "H", "Dh"],
-        dict(window=0, bm=64, bn=64, stages=1, threads=128, min_blocks=1, dtype="bfloat16"),
+        dict(window=0, bm=64, bn=64, stages=1, threads=128, min_blocks=1, dtype="bfloat16", release=False),
     ),
     "decide_features_kernel": (["d"], dict(width=64, threads=128, dtype="bfloat16")),
 }
