@@ -61,10 +61,11 @@ def with_tiles(table: dict, entries: dict) -> dict:
         for c, tile in per_class.items():
             if not str(c).isdigit() or int(c) >= len(row):
                 raise ValueError(f"class {c!r} of {kind!r} is not one of 0..{len(row) - 1}")
-            unknown = set(tile) - set(TILE_KEYS) - {"splits", "cublas"}
+            allowed = kind_keys(kind)
+            unknown = set(tile) - set(allowed)
             if unknown:
-                raise ValueError(f"tile keys {sorted(unknown)} of {kind!r} class {c} are not tile keys; "
-                                 f"use {', '.join(TILE_KEYS)}, splits, cublas")
+                raise ValueError(f"tile keys {sorted(unknown)} of {kind!r} class {c} are not tile keys of that "
+                                 f"kind; use {', '.join(allowed)}")
             row[int(c)] = dict(tile)
         out[kind] = tuple(row)
     return out
@@ -72,6 +73,16 @@ def with_tiles(table: dict, entries: dict) -> dict:
 
 # a kernel request's tuned tile; without them, its defaults
 TILE_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks", "prefetch", "release")
+# the keys each kind's kernels take (a key a kernel refuses would silently send it back to its default tile)
+_GEMM_KEYS = ("bm", "bn", "bk", "stages", "threads", "prefetch", "release", "splits", "cublas")
+_KIND_KEYS = {"rope": ("bm", "threads"), "add_ln": ("bm", "threads", "release"),
+              "attn_full": ("bm", "bn", "stages", "threads", "min_blocks", "release")}
+_KIND_KEYS["attn_window"] = _KIND_KEYS["attn_full"]
+
+
+def kind_keys(kind: str) -> tuple:
+    """The tile keys a table entry of `kind` may carry (GEMM kinds: everything a GEMM tile takes)."""
+    return _KIND_KEYS.get(kind, _GEMM_KEYS)
 
 
 def m_class(tokens: int) -> int:

@@ -230,10 +230,13 @@ def _occupancy(min_blocks: int, threads: int, cpu: bool):
     return occupy
 
 
+# laya_thread: threadIdx.x unseen by TileLang, which takes a warp-specialised kernel's pre-split statements to
+# run on `threads` threads and would fold a `tid < threads` guard away (its producer warpgroup runs them too).
 PREFETCH_L2_SOURCE = (
     "__device__ __forceinline__ void laya_prefetch_l2(const void* p, unsigned bytes) {\n"
     '  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p), "r"(bytes) : "memory");\n'
     "}\n"
+    "__device__ __forceinline__ int laya_thread() { return (int)threadIdx.x; }\n"
 )
 
 
@@ -262,7 +265,7 @@ def _weight_prefetch(rows: int, K: int, x_blocks: int, sharers: int, threads: in
             first = T.get_block_binding(1) == 0
             if z:
                 first = first and T.get_block_binding(2) == 0
-            tid = T.get_thread_binding(0)
+            tid = T.call_extern("int32", "laya_thread")
             if first and bx < share and tid < threads:
                 for i in T.serial(rounds):
                     r = bx + share * (tid + i * threads)

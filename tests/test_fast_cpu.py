@@ -569,20 +569,23 @@ def test_attn_dense_gpu_with_several_blocks_per_sm(window):
 
 
 # Weight prefetch before the PDL wait, and the early release of the next kernel (both off by default).
-PF_N, PF_K = 200, 136  # 200 weight rows: with 3 sharing blocks of 32 threads, more than one round each
+PF_N, PF_K = 200, 136  # 200 weight rows over 3 sharing blocks of 32 threads (bn=64): several rounds each
+PF_TILE = dict(bm=64, bn=64, bk=64, stages=2, threads=32)
 
 
 def test_prefetch_and_release_only_when_asked_and_only_on_the_gpu():
     asked = dict(prefetch=3, release=True)
     scripts = {
-        "gemm": lambda **kw: K.gemm_kernel.get_tir(PF_N, PF_K, **kw).script(),
-        "splitk": lambda **kw: K.gemm_splitk_kernel.get_tir(PF_N, PF_K, 2, **kw).script(),
-        "geglu": lambda **kw: K.gemm_geglu_kernel.get_tir(PF_N, PF_K, **kw).script(),
+        "gemm": lambda **kw: K.gemm_kernel.get_tir(PF_N, PF_K, **PF_TILE, **kw).script(),
+        "splitk": lambda **kw: K.gemm_splitk_kernel.get_tir(PF_N, PF_K, 2, **PF_TILE, **kw).script(),
+        "geglu": lambda **kw: K.gemm_geglu_kernel.get_tir(PF_N, PF_K, **PF_TILE, **kw).script(),
     }
     for name, script in scripts.items():
         on = script(**asked)
         assert "laya_prefetch_l2" in on and "pdl_trigger" in on, name
-        assert str(PF_K * 2) in on  # one bulk prefetch per weight row: K 16-bit values
+        assert f"{PF_K * 2})" in on  # one bulk prefetch per weight row: K 16-bit values
+        rounds = 5 if name == "geglu" else 3  # ceil(ceil(rows / 3 blocks) / 32 threads); GEGLU's W has 2F rows
+        assert f"range({rounds})" in on, name
         for plain in (script(), script(cpu=True, dtype="float32", **asked)):
             assert "laya_prefetch_l2" not in plain and "pdl_trigger" not in plain, name
     ln = K.add_ln_kernel.get_tir(64, release=True).script()
@@ -601,22 +604,44 @@ def test_prefetch_refuses_bad_settings_by_name():
 
 @needs_cuda
 @pytest.mark.parametrize("prefetch", [1, 3, 64])
-def test_gemms_with_prefetch_and_release_give_the_same_bits(prefetch):
-    # the prefetch is a cache hint and the release only reorders launches: outputs must not move by a bit
+def test_chained_gemms_with_prefetch_and_release_give_the_same_bits(prefetch):
+    # Each kernel reads the one before it: released early, a kernel must still wait for its input, and the
+    # prefetch is only a cache hint.  Eager and as a CUDA graph (programmatic edges), bit for bit.
     r = gen(31)
-    A, W, b = r(150, PF_K).to(torch.bfloat16).cuda(), r(2 * PF_N, PF_K, scale=0.1).to(torch.bfloat16).cuda(), \
-        r(2 * PF_N).cuda()
-    tile = dict(bm=64, bn=32, bk=64, stages=2, threads=128)
-    asked = dict(prefetch=prefetch, release=True)
-    for kw in (dict(), asked):
-        C = torch.empty(150, PF_N, dtype=torch.bfloat16, device="cuda")
-        P = torch.empty(2, 150, PF_N, device="cuda")
+    A = r(150, PF_K).to(torch.bfloat16).cuda()
+    W1, W2 = (r(PF_K, PF_K, scale=0.1).to(torch.bfloat16).cuda() for _ in range(2))
+    Wg = r(2 * PF_N, PF_K, scale=0.1).to(torch.bfloat16).cuda()
+    b = r(PF_K).cuda()
+
+    def chain(**kw):
+        first = K.gemm_kernel(PF_K, PF_K, bias=True, **PF_TILE, **kw)
+        second = K.gemm_splitk_kernel(PF_K, PF_K, 2, bias=True, **PF_TILE, **kw)
+        geglu = K.gemm_geglu_kernel(PF_N, PF_K, **PF_TILE, **kw)
+        C = torch.empty(150, PF_K, dtype=torch.bfloat16, device="cuda")
+        P = torch.empty(2, 150, PF_K, device="cuda")
+        S = torch.empty(150, PF_K, dtype=torch.bfloat16, device="cuda")
         G = torch.empty(150, PF_N, dtype=torch.bfloat16, device="cuda")
-        K.gemm_kernel(PF_N, PF_K, bias=True, **tile, **kw)(A, W[:PF_N], b[:PF_N], C)
-        K.gemm_splitk_kernel(PF_N, PF_K, 2, bias=True, **tile, **kw)(A, W[:PF_N], b[:PF_N], P)
-        K.gemm_geglu_kernel(PF_N, PF_K, **tile, **kw)(A, W, G)
-        if not kw:
-            want = (C, P, G)
+
+        def run():
+            first(A, W1, b, C)
+            second(C, W2, b, P)
+            torch.sum(P, 0, out=S)
+            geglu(S, Wg, G)
+        return run, (C, P, G)
+
+    run, want = chain()
+    run()
+    want = [t.clone() for t in want]
+    run, got = chain(prefetch=prefetch, release=True)
+    for _ in range(3):
+        run()
+        torch.cuda.synchronize()
+        assert all(torch.equal(g, w) for g, w in zip(got, want))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    for t in got:
+        t.zero_()
+    graph.replay()
     torch.cuda.synchronize()
-    for got, ref in zip((C, P, G), want):
-        assert torch.equal(got, ref)
+    assert all(torch.equal(g, w) for g, w in zip(got, want))

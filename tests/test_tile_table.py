@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from laya.fast_tiles import GPU_TILES, M_CLASSES, with_tiles, without_cublas
+from laya.fast_tiles import GPU_TILES, M_CLASSES, kind_keys, with_tiles, without_cublas
 
 RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "results")
 
@@ -47,6 +47,19 @@ def test_with_tiles_replaces_only_the_named_entries_and_checks_them():
         with_tiles(GPU_TILES, {"rope": {"last": tile}})
     with pytest.raises(ValueError, match=r"tile keys \['treads'\] of 'rope' class 7 are not tile keys"):
         with_tiles(GPU_TILES, {"rope": {"7": {"bm": 4, "treads": 128}}})
+    # a key another kind's kernels take is refused too: the kernel would fall back to its default tile
+    with pytest.raises(ValueError, match=r"tile keys \['prefetch'\] of 'add_ln' class 2 are not tile keys of that"):
+        with_tiles(GPU_TILES, {"add_ln": {"2": {"bm": 1, "threads": 128, "prefetch": 8}}})
+    with pytest.raises(ValueError, match=r"\['release'\] of 'rope'"):
+        with_tiles(GPU_TILES, {"rope": {"2": {"bm": 1, "threads": 128, "release": True}}})
+    with_tiles(GPU_TILES, {"geglu": {"2": {**GPU_TILES["geglu"][2], "prefetch": 8, "release": True}},
+                           "attn_window": {"2": {**GPU_TILES["attn_window"][2], "release": True}}})
+
+
+def test_every_table_entry_carries_only_its_kinds_keys():
+    for kind, row in GPU_TILES.items():
+        for c, tile in enumerate(row):
+            assert set(tile) <= set(kind_keys(kind)), (kind, c)
 
 
 def test_large_m_attention_tiles_are_the_occupancy_sweeps_best():
