@@ -74,6 +74,9 @@ def compare(reference: list[dict], candidate: list[dict]) -> dict:
     return stats
 
 
+EAGER = "eager_bf16"  # --only's name for the eager bf16 runs (cached copies, per-call cast)
+
+
 def graphs(model: str, root: str, last_layers: int | None = None) -> dict:
     """fp32 / INT8 per-channel / INT8 per-tensor (/ INT8 last N layers) graphs of `model` in `root` (made once)."""
     import laya
@@ -104,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--inductor", action="store_true",
                         help="also judge eager bf16 compiled by Inductor (bench_cpu.py --inductor's probe)")
     parser.add_argument("--only", default=None, metavar="NAMES",
-                        help="comma-separated subset of the graphs to judge (onnx_fp32, onnx_int8_per_channel, "
-                             "onnx_int8_per_tensor); the eager bf16 paths are then skipped")
+                        help="comma-separated subset to judge (onnx_fp32, onnx_int8_per_channel, onnx_int8_per_tensor, "
+                             f"{EAGER}: the two eager bf16 runs); unnamed ones are skipped")
     args = parser.parse_args(argv)
 
     import torch
@@ -124,19 +127,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--graph-dir {root} is inside the repository; use /tmp")
     os.makedirs(root, exist_ok=True)
     started = time.perf_counter()
-    paths = graphs(model, root, args.int8_last_layers)
-    if args.only:
-        only = args.only.split(",")
-        unknown = set(only) - set(paths)
-        if unknown:
-            parser.error(f"--only names unknown graphs {sorted(unknown)}; choose from {sorted(paths)}")
+    only = args.only.split(",") if args.only else None
+    known = {"onnx_fp32", "onnx_int8_per_channel", "onnx_int8_per_tensor", EAGER}
+    if args.int8_last_layers:
+        known.add(f"onnx_int8_last{args.int8_last_layers}")
+    if only and set(only) - known:
+        parser.error(f"--only names unknown candidates {sorted(set(only) - known)}; choose from {sorted(known)}")
+    paths = graphs(model, root, args.int8_last_layers) if not only or set(only) - {EAGER} else {}
+    if only:
         paths = {name: path for name, path in paths.items() if name in only}
     states = make_states()
     fp32 = laya.load(model, device="cpu")
     reference = run_set(fp32, states)
     candidates, identity = {}, None
     bf16_precision = Precision(torch.bfloat16, True, reason="parity_cpu")
-    if not args.only:
+    if not only or EAGER in only:
         bf16 = laya.load(model, device="cpu")
         bf16.precision = bf16_precision
         candidates["eager_bf16_autocast"] = run_set(bf16, states)

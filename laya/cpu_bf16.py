@@ -34,37 +34,47 @@ class Bf16Weights:
 
     def __init__(self) -> None:
         self._copies = WeakIdKeyDictionary()  # parameter -> (storage, data_ptr, version, bf16 copy)
+        self._paired = WeakIdKeyDictionary()  # the same for ModernBERT Wqkv copies with rotation pairs side by side
         self._lock = threading.Lock()
 
-    def scope(self, device: torch.device, dtype: torch.dtype) -> Any:
-        """The context to run a forward in, inside `torch.autocast(device, dtype)`; a no-op unless CPU bf16."""
+    def scope(self, device: torch.device, dtype: torch.dtype, paired: dict | None = None) -> Any:
+        """The context to run a forward in, inside `torch.autocast(device, dtype)`; a no-op unless CPU bf16.
+        `paired` = {id(Wqkv weight or bias): head_dim}: those go in as `laya.rotary.pairs_side_by_side` copies
+        (only inside `laya.rotary.paired_heads`, which rotates that layout)."""
         if device.type == "cpu" and dtype is torch.bfloat16:
-            return _CachedLinears(self)
+            return _CachedLinears(self, paired or {})
         return contextlib.nullcontext()
 
-    def copy_of(self, param: torch.Tensor) -> torch.Tensor:
-        """The bf16 copy of an fp32 CPU parameter, made (again) when the parameter changed since."""
-        entry = self._copies.get(param)
+    def copy_of(self, param: torch.Tensor, head_dim: int = 0) -> torch.Tensor:
+        """The bf16 copy of an fp32 CPU parameter (head_dim > 0: a Wqkv one with paired rows), made (again) when
+        the parameter changed since."""
+        copies = self._paired if head_dim else self._copies
+        entry = copies.get(param)
         ptr, version = param.data_ptr(), param._version
         # the entry keeps the old storage alive, so an equal data_ptr means the same storage
         if entry is not None and entry[1] == ptr and entry[2] == version:
             return entry[3]
         copy = param.detach().to(torch.bfloat16)  # the cast autocast makes (round to nearest even)
+        if head_dim:
+            from .rotary import pairs_side_by_side
+
+            copy = pairs_side_by_side(copy, head_dim)
         with self._lock:
-            self._copies[param] = (param.untyped_storage(), ptr, version, copy)
+            copies[param] = (param.untyped_storage(), ptr, version, copy)
         return copy
 
     def clear(self) -> None:
         with self._lock:
             self._copies = WeakIdKeyDictionary()
+            self._paired = WeakIdKeyDictionary()
 
     @property
     def nbytes(self) -> int:
         """Bytes the copies hold now."""
-        return sum(entry[3].nbytes for entry in list(self._copies.values()))
+        return sum(entry[3].nbytes for copies in (self._copies, self._paired) for entry in list(copies.values()))
 
     def __len__(self) -> int:
-        return len(self._copies)
+        return len(self._copies) + len(self._paired)
 
 
 def _cacheable(t: Any) -> bool:
@@ -75,24 +85,37 @@ def _cacheable(t: Any) -> bool:
 class _CachedLinears(TorchFunctionMode):
     """Under CPU bf16 autocast and no_grad, `F.linear` takes cached bf16 copies of fp32 parameters."""
 
-    def __init__(self, weights: Bf16Weights):
+    def __init__(self, weights: Bf16Weights, paired: dict):
         super().__init__()
         self.weights = weights
+        self.paired = paired
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is F.linear and not torch.is_grad_enabled() and torch.is_autocast_enabled("cpu") \
-                and torch.get_autocast_dtype("cpu") is torch.bfloat16:
-            args, kwargs = self._swapped(args, kwargs)
+        if func is F.linear:
+            cast = not torch.is_grad_enabled() and torch.is_autocast_enabled("cpu") \
+                and torch.get_autocast_dtype("cpu") is torch.bfloat16
+            if cast or self.paired:
+                args, kwargs = self._swapped(args, kwargs, cast)
         return func(*args, **kwargs)
 
-    def _swapped(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        """(input, weight, bias) with the fp32 parameters among weight and bias replaced by their copies."""
+    def _swapped(self, args: tuple, kwargs: dict, cast: bool) -> tuple[tuple, dict]:
+        """(input, weight, bias) with the fp32 parameters among weight and bias replaced by their copies (`cast`),
+        and paired Wqkv parameters in paired row order whether cast or not (laya.rotary rotates that layout)."""
         args = list(args)
         for index, name in ((1, "weight"), (2, "bias")):
+            t = args[index] if index < len(args) else kwargs.get(name)
+            head_dim = self.paired.get(id(t), 0) if t is not None else 0
+            if cast and _cacheable(t):
+                t = self.weights.copy_of(t, head_dim)
+            elif head_dim:
+                from .rotary import pairs_side_by_side
+
+                t = pairs_side_by_side(t, head_dim)
+            else:
+                continue
             if index < len(args):
-                if _cacheable(args[index]):
-                    args[index] = self.weights.copy_of(args[index])
-            elif _cacheable(kwargs.get(name)):
-                kwargs = {**kwargs, name: self.weights.copy_of(kwargs[name])}
+                args[index] = t
+            else:
+                kwargs = {**kwargs, name: t}
         return tuple(args), kwargs

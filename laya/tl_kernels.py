@@ -1102,6 +1102,7 @@ def _attn_kernel(
     ``|i - j| <= window`` (inclusive, as transformers' bidirectional sliding-window overlay with
     ``sliding_window = local_attention // 2``).  ``B``/``L`` may be None: runtime symbols, one
     compile for every shape.  No score or mask tensor ever exists outside one (bm, bn) tile.
+    ``min_blocks``: resident blocks per SM (``_occupancy``); ``release``: ``_Spec.chain``'s early release.
     """
     return _attn_prim(B, L, H, Dh, window, bm, bn, stages, threads, min_blocks, dtype, cpu, varlen=False,
                       release=release)

@@ -181,3 +181,34 @@ def test_scope_applies_to_cpu_bf16_without_grad_only():
     assert w.grad is not None and len(weights) == 1
     del w, y  # (y's graph holds w)
     assert len(weights) == 0  # the copy goes with its parameter
+
+
+def test_paired_copies_reorder_wqkv_rows_once_and_apart_from_the_plain_ones():
+    from laya.rotary import pairs_side_by_side
+
+    weights = Bf16Weights()
+    wqkv = torch.nn.Parameter(torch.randn(48, 5))
+    paired = weights.copy_of(wqkv, 8)
+    assert torch.equal(paired, pairs_side_by_side(wqkv.detach().to(torch.bfloat16), 8))
+    assert weights.copy_of(wqkv, 8) is paired  # made once
+    plain = weights.copy_of(wqkv)
+    assert torch.equal(plain, wqkv.detach().to(torch.bfloat16)) and len(weights) == 2
+    assert weights.nbytes == 2 * wqkv.numel() * 2
+    with torch.no_grad():
+        wqkv.mul_(2)  # a write in place: both copies are made again
+    assert torch.equal(weights.copy_of(wqkv, 8), pairs_side_by_side(wqkv.detach().to(torch.bfloat16), 8))
+
+
+def test_paired_rows_are_reordered_even_where_no_copy_is_used():
+    # with grad on (no cached copy), a paired Wqkv still reaches F.linear in pair order: the rotation expects it
+    from laya.rotary import pairs_side_by_side
+
+    weights = Bf16Weights()
+    lin = torch.nn.Linear(5, 48)
+    x = torch.randn(3, 5)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with weights.scope(torch.device("cpu"), torch.bfloat16, {id(lin.weight): 8, id(lin.bias): 8}):
+            got = lin(x)
+        want = F.linear(x, pairs_side_by_side(lin.weight, 8), pairs_side_by_side(lin.bias, 8))
+    assert torch.equal(got, want)
+    assert len(weights) == 0  # grad was on: no copy

@@ -104,6 +104,7 @@ def test_patches_by_others_are_left_alone(monkeypatch):
 
 
 def test_cpu_bf16_forward_uses_it_with_the_same_logits(tiny_checkpoint, monkeypatch):
+    monkeypatch.setattr(rotary, "_pair_heads", False)  # (the paired layout sums q.k in another order: below)
     monkeypatch.setenv("LAYA_CPU_AMP", "bf16")
     agent = laya.load(tiny_checkpoint, device="cpu")
     monkeypatch.delenv("LAYA_CPU_AMP")
@@ -165,3 +166,96 @@ def test_other_encoders_leave_transformers_alone(monkeypatch):
     assert mini.dtype is torch.bfloat16
     mini.predict("refund me please", QUESTIONS)
     assert entered == []
+
+
+def _bf16_agent_and_batch(tiny_checkpoint, monkeypatch):
+    monkeypatch.setenv("LAYA_CPU_AMP", "bf16")
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    monkeypatch.delenv("LAYA_CPU_AMP")
+    batch = collate([r for s in ("refund me please", "the app crashes on login, fix it")
+                     for r in agent._rows(s, False, check_questions(QUESTIONS), 512, 192)[1]], 0)
+    return agent, batch
+
+
+def test_paired_heads_forward_rotates_pairs_and_keeps_the_answers(tiny_checkpoint, monkeypatch):
+    agent, batch = _bf16_agent_and_batch(tiny_checkpoint, monkeypatch)
+    calls = []
+    real = rotary._rotate_paired
+    monkeypatch.setattr(rotary, "_rotate_paired", lambda *a: calls.append(1) or real(*a))
+    paired, paired_act = agent.forward_backend.run(batch)
+    assert len(calls) == 2 * len(agent.model.encoder.layers)  # q and k of every layer, in rotation pairs
+    before = agent.predict_batch(["refund me please", "the app crashes on login, fix it"], QUESTIONS)
+    monkeypatch.setattr(rotary, "_pair_heads", False)
+    halves, halves_act = agent.forward_backend.run(batch)
+    assert len(calls) > 2 * len(agent.model.encoder.layers)  # predict_batch went through it too, not the last run
+    calls.clear()
+    # the same rotation; only q.k's summation order differs (bf16 attention inputs, fp32 sums)
+    torch.testing.assert_close(paired, halves, rtol=2**-6, atol=0.06)
+    torch.testing.assert_close(paired_act, halves_act, rtol=2**-6, atol=0.06)
+    assert not calls
+    after = agent.predict_batch(["refund me please", "the app crashes on login, fix it"], QUESTIONS)
+    probs = [(a["answers"]["intent"]["probabilities"][o], b["answers"]["intent"]["probabilities"][o])
+             for a, b in zip(before, after) for o in ("refund", "bug", "other")]
+    probs += [(a["answers"]["urgent"]["noul"], b["answers"]["urgent"]["noul"]) for a, b in zip(before, after)]
+    assert max(abs(x - y) for x, y in probs) <= 0.01  # (bf16's own error vs fp32 is ~0.01-0.04)
+    assert [a["answers"]["intent"]["choice"] for a in before] == [a["answers"]["intent"]["choice"] for a in after]
+    assert agent._amp_failures == 0  # (no fp32 retry hid a failing bf16 forward)
+
+
+def test_weights_that_cannot_reorder_rows_get_halves_and_transformers_bits(tiny_checkpoint, monkeypatch):
+    import contextlib
+
+    agent, batch = _bf16_agent_and_batch(tiny_checkpoint, monkeypatch)
+
+    class PerCallCast:  # (parity_cpu.py's stand-in: autocast casts every weight per call)
+        def scope(self, device, dtype):
+            return contextlib.nullcontext()
+
+    agent.bf16_weights = PerCallCast()
+    monkeypatch.setattr(rotary, "_rotate_paired", lambda *a: pytest.fail("paired rotation without paired rows"))
+    logits, act = agent.forward_backend.run(batch)
+    model = agent.model
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        want_logits, want_act = type(model).forward(model, *batch.tensors())
+    assert torch.equal(logits, want_logits) and torch.equal(act, want_act)
+
+
+def test_a_wqkv_that_is_not_a_plain_linear_turns_pairing_off(tiny_checkpoint, monkeypatch):
+    agent, _ = _bf16_agent_and_batch(tiny_checkpoint, monkeypatch)
+    assert len(agent.forward_backend._wqkv_head_dims()) == len(agent.model.encoder.layers)  # (no bias here)
+
+    class Hooked(torch.nn.Linear):
+        pass
+
+    attention = next(m for m in agent.model.modules() if type(m).__name__ == "ModernBertAttention")
+    plain = attention.Wqkv
+    attention.Wqkv = Hooked(plain.in_features, plain.out_features, bias=False)
+    assert agent.forward_backend._wqkv_head_dims() == {}
+
+
+def test_paired_heads_is_per_thread():
+    gen = torch.Generator().manual_seed(3)
+    qkv = torch.randn(2, 5, 3, 2, 8, generator=gen).to(torch.bfloat16)
+    q, k = (t.transpose(1, 2) for t in qkv.unbind(dim=-3)[:2])
+    cos, sin = torch.randn(2, 2, 5, 4, generator=gen).unbind(0)
+    cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+    want = hf.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
+    seen = []
+    with rotary.paired_heads():
+        thread = threading.Thread(target=lambda: seen.append(rotary.apply_rotary(q, k, cos, sin)))
+        thread.start()
+        thread.join()
+        perm = torch.arange(8).view(2, 4).t().reshape(-1)  # halves -> side-by-side pairs
+        paired = rotary.apply_rotary(q[..., perm], k[..., perm], cos, sin)
+    assert all(torch.equal(a, b) for a, b in zip(seen[0], want))  # the other thread: halves, transformers' bits
+    assert all(torch.equal(a, b[..., perm]) for a, b in zip(paired, want))  # this one: pairs, the same values
+    assert all(torch.equal(a, b) for a, b in zip(rotary.apply_rotary(q, k, cos, sin), want))  # and after
+
+
+def test_pairs_side_by_side_reorders_q_and_k_rows_only():
+    rows = torch.arange(3 * 2 * 8).float()  # 2 heads of 8
+    out = rotary.pairs_side_by_side(rows, 8)
+    assert out[:8].tolist() == [0, 4, 1, 5, 2, 6, 3, 7] and out[16:24].tolist() == [16, 20, 17, 21, 18, 22, 19, 23]
+    assert torch.equal(out[32:], rows[32:])  # v rows as they were
+    weight = torch.randn(48, 5)
+    assert torch.equal(rotary.pairs_side_by_side(weight, 8)[:, 2], rotary.pairs_side_by_side(weight[:, 2], 8))

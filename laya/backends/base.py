@@ -156,21 +156,44 @@ class Backend:
 
     def weights_scope(self, dtype: Any) -> Any:
         """Around the autocast forward: the agent's bf16 weight copies (laya.cpu_bf16) where they apply, and on
-        the CPU in bf16 the rotary embedding without its fp32 temporaries (laya.rotary, same bits)."""
+        the CPU in bf16 the rotary embedding in fewer passes (laya.rotary), on q/k heads in rotation-pair order
+        where the copies can give it (Wqkv rows reordered once; q.k is then summed in another order)."""
         if not self.casts_weights_once:
             return contextlib.nullcontext()
         import torch
 
         from .. import rotary
+        from ..cpu_bf16 import Bf16Weights
         from . import is_modernbert
 
-        weights = self.agent.bf16_weights.scope(self.agent.device, dtype)
+        weights = self.agent.bf16_weights
         if self.agent.device.type != "cpu" or dtype is not torch.bfloat16 or not is_modernbert(self.agent):
-            return weights
-        with contextlib.ExitStack() as stack:  # (if entering one fails, the other is left again)
-            stack.enter_context(weights)
-            stack.enter_context(rotary.scope())
+            return weights.scope(self.agent.device, dtype)
+        with contextlib.ExitStack() as stack:  # (if entering one fails, the others are left again)
+            patched = stack.enter_context(rotary.scope())
+            # q/k rows in rotation pairs only where laya.rotary rotates them and our weight copies reorder them
+            paired = patched and rotary._pair_heads and isinstance(weights, Bf16Weights) and self._wqkv_head_dims()
+            if paired:
+                stack.enter_context(weights.scope(self.agent.device, dtype, paired))
+                stack.enter_context(rotary.paired_heads())
+            else:
+                stack.enter_context(weights.scope(self.agent.device, dtype))
             return stack.pop_all()
+
+    def _wqkv_head_dims(self) -> dict:
+        """{id(parameter): head_dim} of the Wqkv weights and biases of the agent's ModernBERT attention layers;
+        {} (no paired layout) unless every such Wqkv is a plain nn.Linear (they go through F.linear)."""
+        import torch
+
+        found = {}
+        for module in self.agent.model.modules():
+            if type(module).__name__ == "ModernBertAttention":
+                if type(getattr(module, "Wqkv", None)) is not torch.nn.Linear or not isinstance(module.head_dim, int):
+                    return {}
+                for param in (module.Wqkv.weight, module.Wqkv.bias):
+                    if param is not None:
+                        found[id(param)] = module.head_dim
+        return found
 
     # ---- warm-up -----------------------------------------------------------------------------------
 
