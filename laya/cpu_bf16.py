@@ -4,7 +4,8 @@ CPU autocast casts every fp32 weight to bf16 again in each autocast region (its 
 as long as one region): on the mmBERT-base shape that is ~1/3 of a bf16 `predict`. Inside `scope()`,
 `F.linear` (every nn.Linear, and the head attention's in-projection) gets this cache's bf16 copy of
 its fp32 weight and bias; autocast then casts only the input, so the same bf16 numbers go into the
-same op and the answers are bit-identical to the per-call cast. A TorchFunctionMode (thread-local,
+same op and the products are bit-identical to the per-call cast (ModernBERT's Wqkv copies may hold their q/k
+rows in rotation-pair order: laya.rotary; q.k is then summed in another order). A TorchFunctionMode (thread-local,
 entered only around the eager backend's autocast forward) rather than patched modules: module types,
 state_dict keys and the compiled/exported paths stay as they were.
 
@@ -39,8 +40,8 @@ class Bf16Weights:
 
     def scope(self, device: torch.device, dtype: torch.dtype, paired: dict | None = None) -> Any:
         """The context to run a forward in, inside `torch.autocast(device, dtype)`; a no-op unless CPU bf16.
-        `paired` = {id(Wqkv weight or bias): head_dim}: those go in as `laya.rotary.pairs_side_by_side` copies
-        (only inside `laya.rotary.paired_heads`, which rotates that layout)."""
+        `paired` = {id(Wqkv weight or bias): head_dim}: those go in as `laya.rotary.pairs_side_by_side` copies and
+        their products are marked for `laya.rotary.apply_rotary` (only where it is transformers' function)."""
         if device.type == "cpu" and dtype is torch.bfloat16:
             return _CachedLinears(self, paired or {})
         return contextlib.nullcontext()
@@ -96,7 +97,14 @@ class _CachedLinears(TorchFunctionMode):
             cast = not torch.is_grad_enabled() and torch.is_autocast_enabled("cpu") \
                 and torch.get_autocast_dtype("cpu") is torch.bfloat16
             if cast or self.paired:
+                weight = args[1] if len(args) > 1 else kwargs.get("weight")
                 args, kwargs = self._swapped(args, kwargs, cast)
+                out = func(*args, **kwargs)
+                if weight is not None and id(weight) in self.paired:
+                    from .rotary import mark_paired
+
+                    mark_paired(out)  # its q/k rows are in rotation pairs: laya.rotary rotates them so
+                return out
         return func(*args, **kwargs)
 
     def _swapped(self, args: tuple, kwargs: dict, cast: bool) -> tuple[tuple, dict]:

@@ -8,9 +8,8 @@ infinite output is bit-identical (a NaN may differ in its sign bit); it replaces
 while ``scope()`` is entered (around the eager backend's CPU bf16 forward), only if the function there is
 still the one a self-check found bit-identical, and puts it back only if nobody replaced ours meanwhile.
 
-Inside ``paired_heads`` (this thread only) the agent's bf16 Wqkv copies have their q/k rows in rotation-pair
-order (``pairs_side_by_side``), so each rotation is one complex product on contiguous pairs, in two passes
-fewer; the rotation's bits are the same, q.k is summed in another order (16 x 3 1.08-1.12x, answers within
+Where the agent's bf16 Wqkv copies have their q/k rows in rotation-pair order (``pairs_side_by_side``; the
+product is marked, ``mark_paired``), each rotation is one complex product on contiguous pairs, in fewer passes; the rotation's bits are the same, q.k is summed in another order (16 x 3 1.08-1.12x, answers within
 0.0013: benchmarks/results/cpu_rotary_pairs_2026-12-07*.json).
 """
 
@@ -18,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from typing import Any, Iterator
 
 import torch
@@ -37,18 +37,33 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return out.to(x.dtype)
 
 
-_layout = threading.local()  # .paired: this thread's forward feeds q/k heads with each rotation pair side by side
+_marks = threading.local()  # .outputs: {id: Wqkv output} of this thread whose q/k rows are in rotation pairs
 _pair_heads = True  # (benchmarks switch the paired layout off for their A/B)
 
 
 def pairs_side_by_side(rows: torch.Tensor, head_dim: int) -> torch.Tensor:
     """ModernBERT's Wqkv weight [3d, in] or bias [3d] with the q and k rows of every head reordered from
     (j, j + head_dim/2) halves to side-by-side pairs (2j, 2j + 1); the v rows as they were.  q.k is the same sum
-    in another order, and the rotation becomes one complex product per pair (``apply_rotary`` under
-    ``paired_heads``)."""
+    in another order, and the rotation becomes one complex product per pair (``apply_rotary`` on a
+    ``mark_paired`` output)."""
     d2 = 2 * (rows.shape[0] // 3)
     qk = rows[:d2].unflatten(0, (d2 // head_dim, 2, head_dim // 2)).transpose(1, 2).flatten(0, 2)
     return torch.cat((qk, rows[d2:]))
+
+
+def mark_paired(output: torch.Tensor) -> None:
+    """`output` (a Wqkv product with ``pairs_side_by_side`` rows) holds q/k in rotation pairs: ``apply_rotary``
+    rotates views of it as pairs, and everything else as transformers lays it out."""
+    outputs = getattr(_marks, "outputs", None)
+    if outputs is None:
+        outputs = _marks.outputs = weakref.WeakValueDictionary()
+    outputs[id(output)] = output
+
+
+def _paired(x: torch.Tensor) -> bool:
+    base = x if x._base is None else x._base
+    outputs = getattr(_marks, "outputs", None)
+    return outputs is not None and outputs.get(id(base)) is base
 
 
 def _rotate_paired(x: torch.Tensor, cis: torch.Tensor) -> torch.Tensor:
@@ -60,25 +75,19 @@ def _rotate_paired(x: torch.Tensor, cis: torch.Tensor) -> torch.Tensor:
 def apply_rotary(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                  unsqueeze_dim: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
     """transformers' ModernBERT ``apply_rotary_pos_emb``, bit for bit, without the rotate_half temporaries
-    (inside ``paired_heads``: on heads whose rotation pairs sit side by side, as complex products)."""
+    (q/k from a ``mark_paired`` Wqkv output: rotated as side-by-side pairs, one complex product each)."""
     cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
-    if getattr(_layout, "paired", False):
-        half = cos.shape[-1] // 2
-        cis = torch.complex(cos[..., :half].float(), sin[..., :half].float())
-        return _rotate_paired(q, cis), _rotate_paired(k, cis)
-    return _rotate(q, cos, sin), _rotate(k, cos, sin)
-
-
-@contextlib.contextmanager
-def paired_heads() -> Iterator[None]:
-    """This thread's ModernBERT forward gets q and k from a Wqkv whose rows ``pairs_side_by_side`` reordered
-    (laya.cpu_bf16's copies): ``apply_rotary`` rotates side-by-side pairs.  Only valid inside ``scope()``
-    when it patched transformers (it yields True), since transformers' own function expects halves."""
-    _layout.paired = True
-    try:
-        yield
-    finally:
-        _layout.paired = False
+    paired = _paired(q), _paired(k)
+    if not any(paired):
+        return _rotate(q, cos, sin), _rotate(k, cos, sin)
+    half = cos.shape[-1] // 2
+    # a pair shares one angle only where the table repeats its halves (transformers' cat((freqs, freqs)))
+    if not all(paired) or not (torch.equal(cos[..., :half], cos[..., half:])
+                               and torch.equal(sin[..., :half], sin[..., half:])):
+        raise RuntimeError("laya.rotary: q/k in rotation pairs need both from one paired Wqkv and a cos/sin table "
+                           "with equal halves")
+    cis = torch.complex(cos[..., :half].float(), sin[..., :half].float())
+    return _rotate_paired(q, cis), _rotate_paired(k, cis)
 
 
 def _modeling() -> Any:
@@ -117,7 +126,8 @@ def matches_installed() -> bool:
 @contextlib.contextmanager
 def scope() -> Iterator[bool]:
     """transformers' ModernBERT uses ``apply_rotary`` inside (process-wide while any forward is inside:
-    its results are the same bits, so another thread's ModernBERT is unaffected); yields whether it does."""
+    its results are the same bits, so another thread's ModernBERT is unaffected); yields whether transformers
+    calls it now."""
     global _users, _saved
     module = _modeling()
     if module is None or not matches_installed():
@@ -133,7 +143,7 @@ def scope() -> Iterator[bool]:
             entered = True
         _users += entered
     try:
-        yield entered
+        yield entered and module.apply_rotary_pos_emb is apply_rotary
     finally:
         if entered:
             with _lock:

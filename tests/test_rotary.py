@@ -220,7 +220,7 @@ def test_weights_that_cannot_reorder_rows_get_halves_and_transformers_bits(tiny_
     assert torch.equal(logits, want_logits) and torch.equal(act, want_act)
 
 
-def test_a_wqkv_that_is_not_a_plain_linear_turns_pairing_off(tiny_checkpoint, monkeypatch):
+def test_a_wqkv_that_is_not_a_plain_linear_is_not_paired(tiny_checkpoint, monkeypatch):
     agent, _ = _bf16_agent_and_batch(tiny_checkpoint, monkeypatch)
     assert len(agent.forward_backend._wqkv_head_dims()) == len(agent.model.encoder.layers)  # (no bias here)
 
@@ -230,26 +230,61 @@ def test_a_wqkv_that_is_not_a_plain_linear_turns_pairing_off(tiny_checkpoint, mo
     attention = next(m for m in agent.model.modules() if type(m).__name__ == "ModernBertAttention")
     plain = attention.Wqkv
     attention.Wqkv = Hooked(plain.in_features, plain.out_features, bias=False)
-    assert agent.forward_backend._wqkv_head_dims() == {}
+    dims = agent.forward_backend._wqkv_head_dims()
+    assert len(dims) == len(agent.model.encoder.layers) - 1 and id(attention.Wqkv.weight) not in dims
 
 
-def test_paired_heads_is_per_thread():
+def test_only_views_of_a_marked_product_rotate_as_pairs_and_only_in_its_thread():
     gen = torch.Generator().manual_seed(3)
     qkv = torch.randn(2, 5, 3, 2, 8, generator=gen).to(torch.bfloat16)
-    q, k = (t.transpose(1, 2) for t in qkv.unbind(dim=-3)[:2])
     cos, sin = torch.randn(2, 2, 5, 4, generator=gen).unbind(0)
     cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+    q, k = (t.transpose(1, 2) for t in qkv.unbind(dim=-3)[:2])
     want = hf.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
+    perm = torch.arange(8).view(2, 4).t().reshape(-1)  # halves -> side-by-side pairs
+    product = qkv[..., perm].contiguous()  # what a paired Wqkv gives
+    rotary.mark_paired(product)
+    pq, pk = (t.transpose(1, 2) for t in product.unbind(dim=-3)[:2])
     seen = []
-    with rotary.paired_heads():
-        thread = threading.Thread(target=lambda: seen.append(rotary.apply_rotary(q, k, cos, sin)))
-        thread.start()
-        thread.join()
-        perm = torch.arange(8).view(2, 4).t().reshape(-1)  # halves -> side-by-side pairs
-        paired = rotary.apply_rotary(q[..., perm], k[..., perm], cos, sin)
-    assert all(torch.equal(a, b) for a, b in zip(seen[0], want))  # the other thread: halves, transformers' bits
-    assert all(torch.equal(a, b[..., perm]) for a, b in zip(paired, want))  # this one: pairs, the same values
-    assert all(torch.equal(a, b) for a, b in zip(rotary.apply_rotary(q, k, cos, sin), want))  # and after
+    thread = threading.Thread(target=lambda: seen.append(rotary.apply_rotary(pq, pk, cos, sin)))
+    thread.start()
+    thread.join()
+    paired = rotary.apply_rotary(pq, pk, cos, sin)
+    assert all(torch.equal(a, b[..., perm]) for a, b in zip(paired, want))  # pairs, the same values
+    assert all(torch.equal(a, b) for a, b in zip(rotary.apply_rotary(q, k, cos, sin), want))  # unmarked: halves
+    assert not any(torch.equal(a, b[..., perm]) for a, b in zip(seen[0], want))  # another thread: not its mark
+    with pytest.raises(RuntimeError, match="equal halves"):
+        rotary.apply_rotary(pq, pk, torch.randn_like(cos), sin)  # a table whose halves differ: refused
+    with pytest.raises(RuntimeError, match="both from one paired Wqkv"):
+        rotary.apply_rotary(pq, k, cos, sin)
+
+
+def test_hooked_or_reparametrised_wqkv_keeps_transformers_layout(tiny_checkpoint, monkeypatch):
+    agent, batch = _bf16_agent_and_batch(tiny_checkpoint, monkeypatch)
+    attention = next(m for m in agent.model.modules() if type(m).__name__ == "ModernBertAttention")
+    paired_before = len(agent.forward_backend._wqkv_head_dims())
+    calls = []
+    real = rotary._rotate_paired
+    monkeypatch.setattr(rotary, "_rotate_paired", lambda *a: calls.append(1) or real(*a))
+    reference, _ = agent.forward_backend.run(batch)
+    layers = len(agent.model.encoder.layers)
+    assert len(calls) == 2 * layers
+    seen = []
+    handle = attention.Wqkv.register_forward_hook(lambda mod, inp, out: seen.append(out.clone()))
+    try:
+        assert len(agent.forward_backend._wqkv_head_dims()) == paired_before - 1  # the hooked one is left out
+        calls.clear()
+        hooked, _ = agent.forward_backend.run(batch)
+    finally:
+        handle.remove()
+    assert len(calls) == 2 * (layers - 1)
+    torch.testing.assert_close(hooked, reference, rtol=2**-6, atol=0.06)
+    # a weight computed per call (not the listed parameter) is not reordered, so its product is not marked
+    monkeypatch.setattr(agent.forward_backend, "_wqkv_head_dims", lambda: {})
+    calls.clear()
+    plain, _ = agent.forward_backend.run(batch)
+    assert not calls
+    torch.testing.assert_close(plain, reference, rtol=2**-6, atol=0.06)
 
 
 def test_pairs_side_by_side_reorders_q_and_k_rows_only():
@@ -259,3 +294,32 @@ def test_pairs_side_by_side_reorders_q_and_k_rows_only():
     assert torch.equal(out[32:], rows[32:])  # v rows as they were
     weight = torch.randn(48, 5)
     assert torch.equal(rotary.pairs_side_by_side(weight, 8)[:, 2], rotary.pairs_side_by_side(weight[:, 2], 8))
+
+
+def test_a_forward_nested_inside_a_paired_one_keeps_its_own_layout(tiny_checkpoint, monkeypatch):
+    agent, batch = _bf16_agent_and_batch(tiny_checkpoint, monkeypatch)
+    monkeypatch.setenv("LAYA_CPU_AMP", "off")
+    fp32 = laya.load(tiny_checkpoint, device="cpu")
+    outer_alone, _ = agent.forward_backend.run(batch)
+
+    def nested_run(pair: bool):
+        # between layer 0's paired Wqkv product and the next layer's: another ModernBERT and the same agent again
+        monkeypatch.setattr(rotary, "_pair_heads", pair)
+        nested: list = []
+
+        def hook(*_):
+            if not nested:  # (once: the nested run of the same agent passes this hook too)
+                nested.append(None)
+                nested[0] = (fp32.forward_backend.run(batch)[0], agent.forward_backend.run(batch)[0])
+
+        handle = agent.model.encoder.layers[0].register_forward_hook(hook)
+        try:
+            outer, _ = agent.forward_backend.run(batch)
+        finally:
+            handle.remove()
+        return outer, nested[0]
+
+    outer, (other, same) = nested_run(True)
+    _, (other_unpaired, _) = nested_run(False)
+    assert torch.equal(outer, outer_alone) and torch.equal(same, outer_alone)
+    assert torch.equal(other, other_unpaired)  # the other model's products are not marked: its own layout

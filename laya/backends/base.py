@@ -157,7 +157,8 @@ class Backend:
     def weights_scope(self, dtype: Any) -> Any:
         """Around the autocast forward: the agent's bf16 weight copies (laya.cpu_bf16) where they apply, and on
         the CPU in bf16 the rotary embedding in fewer passes (laya.rotary), on q/k heads in rotation-pair order
-        where the copies can give it (Wqkv rows reordered once; q.k is then summed in another order)."""
+        where the copies can give it (Wqkv rows reordered once, each product marked; q.k is then summed in another
+        order)."""
         if not self.casts_weights_once:
             return contextlib.nullcontext()
         import torch
@@ -171,28 +172,29 @@ class Backend:
             return weights.scope(self.agent.device, dtype)
         with contextlib.ExitStack() as stack:  # (if entering one fails, the others are left again)
             patched = stack.enter_context(rotary.scope())
-            # q/k rows in rotation pairs only where laya.rotary rotates them and our weight copies reorder them
+            # q/k rows in rotation pairs only where laya.rotary rotates them (it marks and checks each product)
             paired = patched and rotary._pair_heads and isinstance(weights, Bf16Weights) and self._wqkv_head_dims()
             if paired:
                 stack.enter_context(weights.scope(self.agent.device, dtype, paired))
-                stack.enter_context(rotary.paired_heads())
             else:
                 stack.enter_context(weights.scope(self.agent.device, dtype))
             return stack.pop_all()
 
     def _wqkv_head_dims(self) -> dict:
-        """{id(parameter): head_dim} of the Wqkv weights and biases of the agent's ModernBERT attention layers;
-        {} (no paired layout) unless every such Wqkv is a plain nn.Linear (they go through F.linear)."""
+        """{id(parameter): head_dim} of the Wqkv weights and biases of the agent's ModernBERT attention layers that
+        are plain nn.Linear modules without hooks (a hook would see, or rewrite, q/k in pair order)."""
         import torch
 
         found = {}
         for module in self.agent.model.modules():
-            if type(module).__name__ == "ModernBertAttention":
-                if type(getattr(module, "Wqkv", None)) is not torch.nn.Linear or not isinstance(module.head_dim, int):
-                    return {}
-                for param in (module.Wqkv.weight, module.Wqkv.bias):
-                    if param is not None:
-                        found[id(param)] = module.head_dim
+            wqkv = getattr(module, "Wqkv", None)
+            if type(module).__name__ != "ModernBertAttention" or type(wqkv) is not torch.nn.Linear \
+                    or not isinstance(getattr(module, "head_dim", None), int) \
+                    or wqkv._forward_hooks or wqkv._forward_pre_hooks:
+                continue
+            for param in (wqkv.weight, wqkv.bias):
+                if param is not None:
+                    found[id(param)] = module.head_dim
         return found
 
     # ---- warm-up -----------------------------------------------------------------------------------
