@@ -29,6 +29,8 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 from torch.utils.weak import WeakIdKeyDictionary
 
+from .rotary import mark_paired, pairs_side_by_side
+
 
 class Bf16Weights:
     """The bf16 copies of one model's parameters that go into `F.linear`, keyed weakly by parameter."""
@@ -57,8 +59,6 @@ class Bf16Weights:
             return entry[3]
         copy = param.detach().to(torch.bfloat16)  # the cast autocast makes (round to nearest even)
         if head_dim:
-            from .rotary import pairs_side_by_side
-
             copy = pairs_side_by_side(copy, head_dim)
         with self._lock:
             copies[param] = (param.untyped_storage(), ptr, version, copy)
@@ -101,8 +101,6 @@ class _CachedLinears(TorchFunctionMode):
                 args, kwargs = self._swapped(args, kwargs, cast)
                 out = func(*args, **kwargs)
                 if weight is not None and id(weight) in self.paired:
-                    from .rotary import mark_paired
-
                     mark_paired(out)  # its q/k rows are in rotation pairs: laya.rotary rotates them so
                 return out
         return func(*args, **kwargs)
@@ -117,8 +115,6 @@ class _CachedLinears(TorchFunctionMode):
             if cast and _cacheable(t):
                 t = self.weights.copy_of(t, head_dim)
             elif head_dim:
-                from .rotary import pairs_side_by_side
-
                 t = pairs_side_by_side(t, head_dim)
             else:
                 continue

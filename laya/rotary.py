@@ -9,8 +9,9 @@ while ``scope()`` is entered (around the eager backend's CPU bf16 forward), only
 still the one a self-check found bit-identical, and puts it back only if nobody replaced ours meanwhile.
 
 Where the agent's bf16 Wqkv copies have their q/k rows in rotation-pair order (``pairs_side_by_side``; the
-product is marked, ``mark_paired``), each rotation is one complex product on contiguous pairs, in fewer passes; the rotation's bits are the same, q.k is summed in another order (16 x 3 1.08-1.12x, answers within
-0.0013: benchmarks/results/cpu_rotary_pairs_2026-12-07*.json).
+product is marked, ``mark_paired``), each rotation is one complex product on contiguous pairs, in fewer passes;
+the rotation's bits are the same, q.k is summed in another order (16 x 3 1.08-1.12x, answers within 0.0013:
+benchmarks/results/cpu_rotary_pairs_2026-12-07*.json).
 """
 
 from __future__ import annotations

@@ -255,7 +255,7 @@ def _weight_prefetch(rows: int, K: int, x_blocks: int, sharers: int, threads: in
     import tilelang.language as T
 
     share = max(1, min(sharers, x_blocks))
-    rounds = -(-(-(-rows // share)) // threads)
+    rounds = math.ceil(math.ceil(rows / share) / threads)  # per thread of each sharing block
 
     @T.macro
     def prefetch(W):
