@@ -219,20 +219,8 @@ def eager_runner(checkpoint: str, amp: str | None, **load_options):
             os.environ["LAYA_CPU_AMP"] = saved
 
 
-def use_inductor_cpu_gemms() -> None:
-    """Inductor's CPU options for the probe: frozen weights (their bf16 casts folded once) and max-autotune
-    GEMMs choosing between ATen and Inductor's C++ micro-GEMM (AMX tiles where the CPU has them). A probe for
-    issue 30, not a laya path: the options are process-wide (parity_cpu.py --inductor uses them too)."""
-    import torch._inductor.config as inductor
-
-    inductor.freezing = True
-    inductor.max_autotune = True
-    inductor.max_autotune_gemm_backends = "CPP,ATEN"
-
-
 def inductor_runner(checkpoint: str):
-    """eager bf16 under `compile=True` with use_inductor_cpu_gemms' options."""
-    use_inductor_cpu_gemms()
+    """eager bf16 under `compile=True`: Inductor's CPU graph with the weights frozen in (laya's own settings)."""
     return eager_runner(checkpoint, "bf16", compile=True, compile_warmup=False)
 
 
@@ -309,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--unfused", action="store_true",
                         help="also time the graphs without the attention fusion (fp32 and INT8)")
     parser.add_argument("--inductor", action="store_true",
-                        help="also time eager bf16 compiled by Inductor (frozen weights, C++/AMX micro-GEMMs)")
+                        help="also time eager bf16 under compile=True (Inductor, frozen weights)")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads for both torch and ORT (default: usable cores); 1 is far less sensitive to "
                              "other load on a small machine")

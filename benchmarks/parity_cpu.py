@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--int8-last-layers", type=int, default=None, metavar="N",
                         help="also judge an INT8 graph quantised in its last N encoder layers only")
     parser.add_argument("--inductor", action="store_true",
-                        help="also judge eager bf16 compiled by Inductor (bench_cpu.py --inductor's probe)")
+                        help="also judge eager bf16 under compile=True (Inductor, frozen weights)")
     parser.add_argument("--only", default=None, metavar="NAMES",
                         help="comma-separated subset to judge (onnx_fp32, onnx_int8_per_channel, onnx_int8_per_tensor, "
                              f"{EAGER}: the two eager bf16 runs); unnamed ones are skipped")
@@ -153,9 +153,6 @@ def main(argv: list[str] | None = None) -> int:
         identity["cached_tensors"], identity["cached_bytes"] = len(bf16.bf16_weights), bf16.bf16_weights.nbytes
         del per_call
     if args.inductor:
-        from bench_cpu import use_inductor_cpu_gemms
-
-        use_inductor_cpu_gemms()
         compiled = laya.load(model, device="cpu", compile=True, compile_warmup=False)
         compiled.precision = bf16_precision
         candidates["inductor_bf16"] = run_set(compiled, states)

@@ -258,6 +258,26 @@ def test_compile_settings_global_fallback_restores_once(monkeypatch):
         dynamo_config.specialize_float, fx_config.use_duck_shape = before
 
 
+def test_cpu_graphs_freeze_weights_while_running_and_see_weight_changes():
+    import torch._inductor.config as inductor_config
+
+    from laya.backends.compile import frozen_weights, weights_version
+
+    before = inductor_config.freezing
+    with frozen_weights():
+        assert inductor_config.freezing is True
+    assert inductor_config.freezing == before
+    layer = torch.nn.Linear(2, 2)
+    seen = weights_version(layer)
+    assert weights_version(layer) == seen
+    with torch.no_grad():
+        layer.weight.add_(1.0)  # an optimizer step or load_state_dict
+    assert weights_version(layer) != seen
+    seen = weights_version(layer)
+    layer.bias = torch.nn.Parameter(torch.zeros(2))  # a replaced parameter
+    assert weights_version(layer) != seen
+
+
 def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh):
     """compile=True keeps working on the CPU (Inductor C++); one graph serves both multi-row shapes.
     The slowest test here (~1 min on 2 cores): lazy compilation, a single graph."""
@@ -275,6 +295,17 @@ def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh
                 assert g["answers"][qid]["confidence"] == pytest.approx(w["answers"][qid]["confidence"], abs=2e-4)
     # each graph traced once: a symbolic Python float would make Inductor restart the analysis (2 traces)
     assert counters["aot_autograd"]["total"] == counters["stats"]["unique_graphs"] == 1, dict(counters["aot_autograd"])
+    # the CPU graph holds the weights as constants: a weight stepped in place after the compile is still seen
+    states = ["refund my order", "the app crashes"]
+    before = agent.predict_batch(states, QUESTIONS)
+    for model in (agent.model, fresh.model):
+        with torch.no_grad():
+            {n.removeprefix("_orig_mod."): t for n, t in model.named_parameters()}["scorer.3.weight"].mul_(3.0)
+    got, want = agent.predict_batch(states, QUESTIONS), fresh.predict_batch(states, QUESTIONS)
+    assert got != before
+    for g, w in zip(got, want):
+        for qid in QUESTIONS:
+            assert g["answers"][qid]["confidence"] == pytest.approx(w["answers"][qid]["confidence"], abs=2e-4)
     assert agent.set_backend("eager") == "eager" and not agent._compiled  # the wrapper is unwrapped
     assert type(agent.model).__name__ == "DecisionModel"
 
