@@ -278,6 +278,26 @@ def test_cpu_graphs_freeze_weights_while_running_and_see_weight_changes():
     assert weights_version(layer) != seen
 
 
+def test_cpu_graphs_hold_frozen_weights_until_the_graphs_are_dropped():
+    import gc
+    import sys
+
+    from laya.backends.compile import drop_compiled_graphs, run_compiled
+
+    def frozen_weight_holders():
+        return [name for name, module in list(sys.modules.items())
+                if any(str(key).startswith("_frozen_param") for key in list(vars(module)))]
+
+    drop_compiled_graphs()
+    compiled = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 8)).eval(), dynamic=True)
+    with torch.no_grad():
+        run_compiled(compiled, (torch.randn(3, 8),), on_cuda=False, mark_steps=False)
+    assert frozen_weight_holders()  # the CPU graph was traced with its weights as constants
+    drop_compiled_graphs()
+    gc.collect()
+    assert not frozen_weight_holders()
+
+
 def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh):
     """compile=True keeps working on the CPU (Inductor C++); one graph serves both multi-row shapes.
     The slowest test here (~1 min on 2 cores): lazy compilation, a single graph."""
