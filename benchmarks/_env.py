@@ -167,6 +167,18 @@ def wait_for_quiet(max_wait_s: float, threshold_pct: float = 10.0, window_s: flo
             return busy
 
 
+def tile_entries(arg: str) -> dict:
+    """A `--tiles` argument (a JSON object, or a file holding one, {kind: {class index: tile}}), checked against
+    the shipped table so a bad kind, class or key fails before minutes of setup."""
+    import json
+
+    from laya.fast_tiles import GPU_TILES, with_tiles
+
+    entries = json.loads(open(arg).read() if os.path.isfile(arg) else arg)
+    with_tiles(GPU_TILES, entries)
+    return entries
+
+
 def save_result(record: dict, default_name: str, out: str | None = None) -> str:
     """Write a benchmark record (plus this machine's environment) as JSON; `out`, else results/<default_name>."""
     import json

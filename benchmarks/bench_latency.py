@@ -72,7 +72,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from _env import bench_checkpoint, environment, package_version  # noqa: E402
+from _env import bench_checkpoint, environment, package_version, tile_entries  # noqa: E402
 from _workload import TICKET_QUESTIONS, ticket_questions  # noqa: E402
 
 GOALS = {"a128_p50_ms": 1.5, "speedup_vs_eager": 8.0, "speedup_vs_compile": 2.0, "d_tokens_per_s": 600_000}
@@ -611,11 +611,7 @@ def main(argv: list[str] | None = None) -> int:
     if (TILES in backend_names) != (args.tiles is not None):
         parser.error(f"--tiles and the backend {TILES} go together")
     if args.tiles is not None:
-        from laya.fast_tiles import GPU_TILES, with_tiles
-
-        text = open(args.tiles).read() if os.path.isfile(args.tiles) else args.tiles
-        TILE_OVERRIDES.update(json.loads(text))
-        with_tiles(GPU_TILES, TILE_OVERRIDES)  # a bad kind or class fails here, before minutes of setup
+        TILE_OVERRIDES.update(tile_entries(args.tiles))
     wanted = {c.strip() for c in args.cases.split(",") if c.strip()}
     cases = [c for c in CASES if c.key in wanted]
     if not cases:

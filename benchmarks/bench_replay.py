@@ -8,6 +8,9 @@ is captured once and replayed 5 x 100 times between CUDA events; the median ms p
 forward's GPU time without any host cost.  A/B of a kernel change: run this script once per source
 tree (the PYTHONPATH decides which laya is timed; the JSON records its path) in one device session.
 
+``--tiles JSON`` also times the table with those entries (as bench_latency.py's ``--tiles``) on a second agent in
+the same process, each shape's two graphs replayed in alternation, and prints candidate / table.
+
 ``--knockout`` measures, at the 1 x 128 plan, the in-graph cost of each kernel kind: the graph is
 captured again with that kind's launches skipped, and the difference to the full graph is its cost
 (outputs are garbage then; only the timing counts).  Profiler durations cannot give this: kernels
@@ -26,7 +29,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _env import environment  # noqa: E402
+from _env import environment, tile_entries  # noqa: E402
 
 SHAPES = "1x72,1x128,1x256,10x135,3x501"
 # kernel-set entries per kind (laya.fast.FastLaya.sets); "head" = every decision-head launch
@@ -77,6 +80,34 @@ def prepared(fast, rows: int, tokens: int):
     return plan, fast._slot(plan)
 
 
+def tilelang_fast(model: str, entries: dict | None = None):
+    """A tilelang agent's FastLaya, every class built from the shipped table or, with `entries`, the table
+    with those entries in place of its own."""
+    import laya
+    import laya.fast as fast_module
+    from laya.fast_tiles import with_tiles
+
+    agent = laya.load(model, device="cuda")
+    shipped = fast_module.GPU_TILES
+    if entries is not None:
+        fast_module.GPU_TILES = with_tiles(shipped, entries)
+    try:
+        agent.set_backend("tilelang", strict=True)
+        agent._fast.build_all()
+    finally:
+        fast_module.GPU_TILES = shipped
+    return agent, agent._fast
+
+
+def alternating_ms(pairs: list, rounds: int = 3) -> list:
+    """replay_ms of each (fast, plan, slot), taken in turn `rounds` times: medians, so drift hits each alike."""
+    times = [[] for _ in pairs]
+    for _ in range(rounds):
+        for i, (fast, plan, slot) in enumerate(pairs):
+            times[i].append(replay_ms(fast, plan, slot))
+    return [statistics.median(t) for t in times]
+
+
 def knockout(fast, plan, slot, full: float) -> dict:
     from laya.fast import m_class
 
@@ -101,24 +132,36 @@ def main() -> int:
     parser.add_argument("--json", required=True)
     parser.add_argument("--shapes", default=SHAPES)
     parser.add_argument("--knockout", action="store_true")
+    parser.add_argument("--tiles", default=None, help="also time the table with these entries: a JSON object (or a "
+                        "file holding one) {kind: {class index: tile}}, as bench_latency.py --tiles")
     args = parser.parse_args()
+    entries = tile_entries(args.tiles) if args.tiles is not None else None
 
     import laya
 
-    agent = laya.load(args.model, device="cuda")
-    agent.set_backend("tilelang", strict=True)
-    fast = agent._fast
+    agent, fast = tilelang_fast(args.model)
+    candidate_agent, candidate = tilelang_fast(args.model, entries) if entries is not None else (None, None)
     report = {"benchmark": "replay", "tag": args.tag, "laya": os.path.dirname(laya.__file__),
               "gpu": torch.cuda.get_device_name(), "env": environment(), "dtype": str(fast.dtype),
               "method": "median over 5 x 100 graph replays between CUDA events, encoder + head only",
               "replay_ms": {}, "plans": {}}
+    if entries is not None:
+        report.update(tiles=entries, tiles_replay_ms={}, tiles_over_table={},
+                      tiles_method="table and candidate graphs replayed in turn, 3 rounds, median of each")
     for shape in args.shapes.split(","):
         rows, tokens = (int(v) for v in shape.split("x"))
         plan, slot = prepared(fast, rows, tokens)
-        report["replay_ms"][shape] = round(replay_ms(fast, plan, slot), 4)
         report["plans"][shape] = f"{'packed' if plan.packed else 'dense'} M={plan.tokens}"
-        print(f"{args.tag:10s} {shape:7s} {report['plans'][shape]:14s} replay {report['replay_ms'][shape]:.4f} ms",
-              flush=True)
+        if candidate is None:
+            report["replay_ms"][shape] = round(replay_ms(fast, plan, slot), 4)
+            print(f"{args.tag:10s} {shape:7s} {report['plans'][shape]:14s} replay {report['replay_ms'][shape]:.4f} ms",
+                  flush=True)
+            continue
+        table_ms, tiles_ms = alternating_ms([(fast, plan, slot), (candidate, *prepared(candidate, rows, tokens))])
+        report["replay_ms"][shape], report["tiles_replay_ms"][shape] = round(table_ms, 4), round(tiles_ms, 4)
+        report["tiles_over_table"][shape] = round(tiles_ms / table_ms, 4)
+        print(f"{args.tag:10s} {shape:7s} {report['plans'][shape]:14s} replay table {table_ms:.4f} ms, tiles "
+              f"{tiles_ms:.4f} ms, tiles/table {tiles_ms / table_ms:.3f}", flush=True)
     if args.knockout:
         plan, slot = prepared(fast, 1, 128)
         full = replay_ms(fast, plan, slot)
