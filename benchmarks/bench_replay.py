@@ -81,8 +81,8 @@ def prepared(fast, rows: int, tokens: int):
 
 
 def tilelang_fast(model: str, entries: dict | None = None):
-    """A tilelang agent's FastLaya, every class built from the shipped table or, with `entries`, the table
-    with those entries in place of its own."""
+    """A tilelang agent's FastLaya on the shipped table or, with `entries`, on the table with those entries in
+    place of its own (every class built while the table is patched)."""
     import laya
     import laya.fast as fast_module
     from laya.fast_tiles import with_tiles
@@ -93,7 +93,8 @@ def tilelang_fast(model: str, entries: dict | None = None):
         fast_module.GPU_TILES = with_tiles(shipped, entries)
     try:
         agent.set_backend("tilelang", strict=True)
-        agent._fast.build_all()
+        if entries is not None:
+            agent._fast.build_all()
     finally:
         fast_module.GPU_TILES = shipped
     return agent, agent._fast
