@@ -141,6 +141,7 @@ def main() -> int:
     import laya
 
     agent, fast = tilelang_fast(args.model)
+    # (the candidate's agent is held so that its backend, and FastLaya with it, stays installed)
     candidate_agent, candidate = tilelang_fast(args.model, entries) if entries is not None else (None, None)
     report = {"benchmark": "replay", "tag": args.tag, "laya": os.path.dirname(laya.__file__),
               "gpu": torch.cuda.get_device_name(), "env": environment(), "dtype": str(fast.dtype),
