@@ -33,6 +33,9 @@ BIG_QUESTIONS = {f"q{i}": {"type": "noul", "instructions": f"Is point {i} of the
                  for i in range(MAX_QUESTIONS)}
 BIG = {"states": [f"Ticket {i}: a long story about billing, refunds and a broken blender. " * 3
                   for i in range(MAX_BATCH_STATES)], "questions": BIG_QUESTIONS}
+# four times BIG's tokens: the batch must outlast the signal's 1.5 s and the 1 s deadline on a fast CPU too
+LONG = {"states": [f"Ticket {i}: a long story about billing, refunds and a broken blender. " * 12
+                   for i in range(MAX_BATCH_STATES)], "questions": BIG_QUESTIONS}
 SMALL = {"state": "where is my parcel?", "questions": {"late": {"type": "noul", "instructions": "Is it late?"}}}
 
 
@@ -132,8 +135,8 @@ def test_sigterm_under_load_exits_by_the_drain_deadline(tiny_checkpoint):
         base = f"http://127.0.0.1:{port}"
         assert wait_for(lambda: proc.poll() is not None or _up(base), 120) and proc.poll() is None, "no server"
 
-        def send_big() -> None:  # 4,096 rows in passes of 64: far longer than the 1 s deadline
-            request = urllib.request.Request(f"{base}/v1/systemone/batch", data=json.dumps(BIG).encode(),
+        def send_big() -> None:  # 4,096 long rows in passes of 64: far longer than the 1 s deadline
+            request = urllib.request.Request(f"{base}/v1/systemone/batch", data=json.dumps(LONG).encode(),
                                              headers={"Content-Type": "application/json"})
             try:
                 with urllib.request.urlopen(request, timeout=120) as r:
