@@ -1,8 +1,8 @@
 """Row grouping on the CPU: 16 states x 3 questions in one batch (the default) vs `predict_batch(...,
-batch_size=B, sort_by_length=True)`, fp32 and bf16 eager, interleaved rounds in one process.
+batch_size=B, sort_by_length=True)`, fp32 and bf16 eager (and bf16 under compile=True with --inductor), interleaved rounds in one process.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_cpu_batching.py [--shape base] [--sizes 8,4,2]
-        [--rounds 3] [--no-bf16] [--out PATH]
+        [--rounds 3] [--no-bf16] [--inductor] [--unsorted] [--out PATH]
 
 Each runner is an (agent, batch settings) pair; one agent per precision serves all its settings. Reports
 medians, the speed-up against the one-batch call of the same precision (and against fp32 one-batch, the
@@ -21,8 +21,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from bench_cpu import (BASELINE, QUESTIONS, STATES16, eager_runner, environment, parity,  # noqa: E402
-                       run_case)
+from bench_cpu import (BASELINE, QUESTIONS, STATES16, eager_runner, environment, inductor_runner,  # noqa: E402
+                       parity, run_case)
 from _env import bench_checkpoint, save_result  # noqa: E402
 
 
@@ -52,18 +52,24 @@ def main() -> None:
     ap.add_argument("--sizes", default="8,4,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-bf16", action="store_true")
+    ap.add_argument("--inductor", action="store_true", help="also group rows under compile=True bf16")
+    ap.add_argument("--unsorted", action="store_true", help="also time each size in input order")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     path = bench_checkpoint(args.shape)
     sizes = [int(s) for s in args.sizes.split(",") if s]
-    agents = {"fp32": eager_runner(path, None)}
+    agents = {"eager_fp32": eager_runner(path, None)}
     if not args.no_bf16:
-        agents["bf16"] = eager_runner(path, "bf16")
+        agents["eager_bf16"] = eager_runner(path, "bf16")
+    if args.inductor:
+        agents["compiled_bf16"] = inductor_runner(path)
     runners = {}
-    for precision, agent in agents.items():
-        runners[f"eager_{precision}"] = (agent, {})
+    for kind, agent in agents.items():
+        runners[kind] = (agent, {})
         for b in sizes:
-            runners[f"eager_{precision} bs{b} sorted"] = (agent, {"batch_size": b, "sort_by_length": True})
+            runners[f"{kind} bs{b} sorted"] = (agent, {"batch_size": b, "sort_by_length": True})
+            if args.unsorted:  # separates the padding saved from the smaller forward itself
+                runners[f"{kind} bs{b}"] = (agent, {"batch_size": b})
     assert BASELINE in runners
     measured = {name: answers_and_padding(agent, kw) for name, (agent, kw) in runners.items()}
     case = run_case(runners, lambda r: r[0].predict_batch(STATES16, QUESTIONS, **r[1]), args.rounds, warmup=1)
@@ -81,7 +87,7 @@ def main() -> None:
               "run_environment": environment(), "case": case}
     out = save_result(record, f"cpu_batching_{record['date']}.json", args.out)
     for name, row in case["runners"].items():
-        print(f"{name:<26}{row['median_ms']:>9.0f} ms  x{row['speedup_vs_own_one_batch']:.2f} own "
+        print(f"{name:<28}{row['median_ms']:>9.0f} ms  x{row['speedup_vs_own_one_batch']:.2f} own "
               f"(paired {row['paired_vs_own_one_batch']:.2f})  x{row['speedup_vs_eager']:.2f} fp32  "
               f"waste {row['padding']['waste']:.0%}  dp {row['parity_vs_own_one_batch']['max_abs_prob']:.1e}")
     print(out)
