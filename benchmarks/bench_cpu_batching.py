@@ -1,5 +1,6 @@
 """Row grouping on the CPU: 16 states x 3 questions in one batch (the default) vs `predict_batch(...,
-batch_size=B, sort_by_length=True)`, fp32 and bf16 eager (and bf16 under compile=True with --inductor), interleaved rounds in one process.
+batch_size=B, sort_by_length=True)`, fp32 and bf16 eager (and bf16 under compile=True with --inductor),
+interleaved rounds in one process.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_cpu_batching.py [--shape base] [--sizes 8,4,2]
         [--rounds 3] [--no-bf16] [--inductor] [--unsorted] [--out PATH]

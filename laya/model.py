@@ -89,16 +89,28 @@ class DecisionModel(nn.Module):
         self.option_layout = "sequential"  # build_model sets the checkpoint's; only eager runs "parallel"
 
     def encode(self, input_ids, attention_mask, qtype, detach_encoder=False, encoder_mask=None, position_ids=None,
-               option_ids=None):
+               option_ids=None, token_index=None):
         """Encoder states plus type embedding, through the head layers: [N, L, d].
 
         `encoder_mask` (optional) replaces the 2-D mask for the encoder only, e.g. `broadcast_masks`.
-        `position_ids` and `option_ids` ([N, L]) select the parallel option layout (laya.parallel_layout)."""
-        mask = attention_mask if encoder_mask is None else encoder_mask
-        extra = {}
-        if position_ids is not None or option_ids is not None:
-            mask, extra = self.parallel_inputs(attention_mask, position_ids, option_ids), {"position_ids": position_ids}
-        h = self.encoder(input_ids=input_ids, attention_mask=mask, **extra).last_hidden_state
+        `position_ids` and `option_ids` ([N, L]) select the parallel option layout (laya.parallel_layout).
+        `token_index` (`laya.packed_encoder.real_tokens` of the mask) runs a ModernBERT encoder on the real
+        tokens only (`packed_encode`)."""
+        parallel = position_ids is not None or option_ids is not None
+        if token_index is not None:
+            if parallel or encoder_mask is not None:
+                raise ValueError("token_index runs the sequential layout with its own masks; pass neither "
+                                 "position_ids/option_ids nor encoder_mask with it")
+            from .packed_encoder import packed_encode
+
+            h = packed_encode(self.encoder, input_ids, attention_mask, token_index)
+        else:
+            mask = attention_mask if encoder_mask is None else encoder_mask
+            extra = {}
+            if parallel:
+                mask = self.parallel_inputs(attention_mask, position_ids, option_ids)
+                extra = {"position_ids": position_ids}
+            h = self.encoder(input_ids=input_ids, attention_mask=mask, **extra).last_hidden_state
         if detach_encoder:
             h = h.detach()
         h = h + self.type_emb(qtype)[:, None, :]
@@ -122,8 +134,9 @@ class DecisionModel(nn.Module):
         return parallel_masks(attention_mask, position_ids, option_ids, getattr(config, "sliding_window", None))
 
     def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False,
-                position_ids=None, option_ids=None, encoder_mask=None):
-        h = self.encode(input_ids, attention_mask, qtype, detach_encoder, encoder_mask, position_ids, option_ids)
+                position_ids=None, option_ids=None, encoder_mask=None, token_index=None):
+        h = self.encode(input_ids, attention_mask, qtype, detach_encoder, encoder_mask, position_ids, option_ids,
+                        token_index)
         return decide(self, h, marker_pos, marker_mask)
 
 

@@ -298,11 +298,24 @@ def test_cpu_graphs_hold_frozen_weights_until_the_graphs_are_dropped():
     assert not frozen_weight_holders()
 
 
-def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh):
-    """compile=True keeps working on the CPU (Inductor C++); one graph serves both multi-row shapes.
-    The slowest test here (~1 min on 2 cores): lazy compilation, a single graph."""
+def test_run_compiled_passes_keyword_options_to_the_forward():
+    from laya.backends.compile import run_compiled
+
+    index = torch.arange(3)
+    assert run_compiled(lambda *t, **options: options, (torch.zeros(1),), on_cuda=False, mark_steps=False,
+                        token_index=index) == {"token_index": index}
+
+
+def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh, monkeypatch):
+    """compile=True keeps working on the CPU (Inductor C++) on the real tokens only (laya.packed_encoder); one
+    graph serves both multi-row shapes. The slowest test here (~1 min on 2 cores): lazy compilation, a single graph."""
     from torch._dynamo.utils import counters
 
+    import laya.backends.compile as compile_backend
+
+    packed_calls, packed_index = [], compile_backend.packed_index  # outside the graph: no guard on the spy
+    monkeypatch.setattr(compile_backend, "packed_index", lambda mask: packed_calls.append(packed_index(mask)) or
+                        packed_calls[-1])
     torch._dynamo.reset()
     counters.clear()
     agent = laya.load(tiny_checkpoint, device="cpu", compile=True, compile_warmup=False)
@@ -313,6 +326,7 @@ def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh
         for g, w in zip(got, want):
             for qid in QUESTIONS:
                 assert g["answers"][qid]["confidence"] == pytest.approx(w["answers"][qid]["confidence"], abs=2e-4)
+    assert len(packed_calls) == 2 and all(i is not None for i in packed_calls)  # both batches ran packed
     # each graph traced once: a symbolic Python float would make Inductor restart the analysis (2 traces)
     assert counters["aot_autograd"]["total"] == counters["stats"]["unique_graphs"] == 1, dict(counters["aot_autograd"])
     # the CPU graph holds the weights as constants: a weight stepped in place after the compile is still seen

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from ..model import broadcast_masks
+from ..packed_encoder import packable, packed_index
 from ..sequence import WARMUP_SHAPES as AGENT_WARMUP_SHAPES, config_max_len
 from .base import TOKEN_ALIGN, Backend, BackendUnavailable, pad_batch, pad_to
 
@@ -148,14 +149,15 @@ def check_compile_mode(mode: str) -> None:
                            f"torch {torch.__version__} lacks; upgrade torch or use compile_mode='default'")
 
 
-def run_compiled(fn: Callable, tensors: tuple, on_cuda: bool, mark_steps: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def run_compiled(fn: Callable, tensors: tuple, on_cuda: bool, mark_steps: bool,
+                 **options: Any) -> tuple[torch.Tensor, torch.Tensor]:
     if not on_cuda:
         with compile_settings(), frozen_weights():
-            return fn(*tensors)
+            return fn(*tensors, **options)
     with COMPILE_LOCK, compile_settings():
         if mark_steps:
             torch.compiler.cudagraph_mark_step_begin()
-        logits, act = fn(*tensors)
+        logits, act = fn(*tensors, **options)
         return logits.clone(), act.clone()
 
 
@@ -303,6 +305,8 @@ class LegacyCompiled(Backend):
         super().__init__(agent)
         self.mark_steps = mode == "reduce-overhead"
         self._weights_seen: tuple | None = None  # weights_version when the CPU graphs were last checked
+        # a fifth of the GEMM rows at 16 x 3 were padding: CPU graphs skip them (cpu_packed_amx_2026-12-07.json)
+        self.packed = packable(self.model.encoder)
 
     @property
     def described(self) -> str:
@@ -319,9 +323,13 @@ class LegacyCompiled(Backend):
 
     def call(self, tensors: tuple) -> tuple:
         on_cuda = self.agent.device.type == "cuda"
-        if not on_cuda:
-            self._drop_stale_graphs()
-        return run_compiled(self.model, tensors, on_cuda, self.mark_steps)
+        if on_cuda:
+            return run_compiled(self.model, tensors, on_cuda, self.mark_steps)
+        self._drop_stale_graphs()
+        index = packed_index(tensors[1]) if self.packed and self.agent.device.type == "cpu" else None
+        if index is not None:
+            return run_compiled(self.model, tensors, False, False, token_index=index)
+        return run_compiled(self.model, tensors, False, False)
 
     def _drop_stale_graphs(self) -> None:
         """CPU graphs hold the weights as constants (frozen_weights): after a weight change every compiled

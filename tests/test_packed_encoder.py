@@ -1,0 +1,107 @@
+"""The encoder on a padded batch's real tokens only (laya.packed_encoder) against the stock ModernBERT forward."""
+
+import pytest
+import torch
+
+import laya
+from laya.packed_encoder import MIN_PADDING, packable, packed_encode, packed_index, real_tokens
+
+
+def padded_batch(agent, lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of random token ids, right-padded with the tokenizer's pad id to the longest."""
+    width = max(lengths)
+    gen = torch.Generator().manual_seed(3)
+    ids = torch.randint(1000, 2000, (len(lengths), width), generator=gen)
+    mask = torch.zeros(len(lengths), width, dtype=torch.long)
+    for row, n in enumerate(lengths):
+        mask[row, :n] = 1
+    ids[mask == 0] = agent.tok.pad_token_id
+    return ids, mask
+
+
+def test_real_tokens_are_the_mask_in_row_major_order():
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1]])
+    assert real_tokens(mask).tolist() == [0, 1, 3, 6, 7, 8]
+
+
+def test_only_a_batch_with_enough_padding_is_packed():
+    assert MIN_PADDING == 0.1
+    assert packed_index(torch.ones(3, 92)) is None  # 1 x 3 on the base shape: 2% padding, gathers cost more
+    nine_of_ten = torch.tensor([[1] * 10, [1] * 8 + [0] * 2])  # 10% padding: packed
+    assert packed_index(nine_of_ten).tolist() == list(range(18))
+    assert packed_index(torch.tensor([[1] * 10, [1] * 9 + [0]])) is None  # 5%
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_packed_encode_matches_the_stock_encoder_on_real_tokens(tiny_checkpoint, dtype):
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    encoder = agent.model.encoder
+    assert packable(encoder)
+    window = encoder.config.sliding_window
+    lengths = [3, 5 * window, 2 * window + 1, 5 * window]  # past the local window; one row without padding
+    ids, mask = padded_batch(agent, lengths)
+    with torch.no_grad(), torch.autocast("cpu", dtype, enabled=dtype is not torch.float32):
+        want = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+        got = packed_encode(encoder, ids, mask, real_tokens(mask))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    real = mask.bool()
+    # the same modules and the same SDPA on the same values: equal up to GEMM blocking over another row count
+    assert torch.allclose(got[real].float(), want[real].float(), rtol=0, atol=1e-5 if dtype is torch.float32 else 0.02)
+    assert not got[~real].any()  # padding positions are zeros, not stale values
+
+
+def test_token_index_refuses_the_parallel_layout_and_an_encoder_mask(tiny_checkpoint):
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    ids, mask = padded_batch(agent, [4, 6])
+    qtype = torch.zeros(2, dtype=torch.long)
+    with pytest.raises(ValueError, match="token_index runs the sequential layout"):
+        agent.model.encode(ids, mask, qtype, position_ids=torch.zeros_like(ids), option_ids=torch.zeros_like(ids),
+                           token_index=real_tokens(mask))
+    with pytest.raises(ValueError, match="token_index runs the sequential layout"):
+        agent.model.encode(ids, mask, qtype, encoder_mask=mask, token_index=real_tokens(mask))
+
+
+@pytest.mark.parametrize("lengths", [[1], [1, 7], [9, 9]])
+def test_a_decision_forward_with_token_index_matches_the_stock_one(tiny_checkpoint, lengths):
+    """One-token rows, a one-row batch, a batch without padding: the answers' logits are the stock forward's."""
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    ids, mask = padded_batch(agent, lengths)
+    marker_pos = torch.zeros(len(lengths), 1, dtype=torch.long)
+    marker_mask = torch.ones(len(lengths), 1, dtype=torch.bool)
+    qtype = torch.zeros(len(lengths), dtype=torch.long)
+    with torch.no_grad():
+        want = agent.model(ids, mask, marker_pos, marker_mask, qtype)
+        got = agent.model(ids, mask, marker_pos, marker_mask, qtype, token_index=real_tokens(mask))
+    for g, w in zip(got, want):
+        assert torch.allclose(g, w, rtol=0, atol=1e-5)
+
+
+def test_token_index_goes_through_packed_encode(tiny_checkpoint, monkeypatch):
+    import laya.packed_encoder
+
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    ids, mask = padded_batch(agent, [2, 6])
+    calls, packed = [], laya.packed_encoder.packed_encode
+    monkeypatch.setattr(laya.packed_encoder, "packed_encode", lambda *args: calls.append(args[3]) or packed(*args))
+    with torch.no_grad():
+        agent.model.encode(ids, mask, torch.zeros(2, dtype=torch.long), token_index=real_tokens(mask))
+        agent.model.encode(ids, mask, torch.zeros(2, dtype=torch.long))
+    assert len(calls) == 1 and calls[0].tolist() == [0, 1, 6, 7, 8, 9, 10, 11]
+
+
+def test_packable_refuses_other_attention_and_training(tiny_checkpoint):
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    encoder = agent.model.encoder
+    assert not packable(torch.nn.Linear(2, 2))
+    ids, mask = padded_batch(agent, [3, 5])
+    encoder.config._attn_implementation = "eager"  # packed attention is SDPA's: it would answer differently
+    try:
+        assert not packable(encoder)
+        with pytest.raises(ValueError, match=r"ModernBERT with SDPA attention, not ModernBertModel \('eager'\)"):
+            packed_encode(encoder, ids, mask, real_tokens(mask))
+    finally:
+        encoder.config._attn_implementation = "sdpa"
+    assert packable(encoder)
+    encoder.train()  # attention dropout and checkpointing live in the stock forward only
+    with pytest.raises(ValueError, match="eval mode only"):
+        packed_encode(encoder, ids, mask, real_tokens(mask))
