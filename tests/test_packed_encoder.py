@@ -105,15 +105,3 @@ def test_packable_refuses_other_attention_and_training(tiny_checkpoint):
     encoder.train()  # attention dropout and checkpointing live in the stock forward only
     with pytest.raises(ValueError, match="eval mode only"):
         packed_encode(encoder, ids, mask, real_tokens(mask))
-
-
-def test_cpu_compiled_batches_split_into_even_row_spans_cut_to_their_rows():
-    from laya.backends.compile import row_spans, trimmed
-
-    assert row_spans(48, 28) == [(0, 24), (24, 48)]  # 16 x 3 at 72 tokens: two forwards of 24 rows
-    assert row_spans(7, 3) == [(0, 3), (3, 5), (5, 7)]  # no 1-row tail (it would get a graph of its own)
-    assert row_spans(3, 28) == [(0, 3)]
-    mask = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0]])
-    ids = torch.arange(8).reshape(2, 4)
-    cut = trimmed((ids, mask, torch.zeros(2, 1), torch.ones(2, 1), torch.zeros(2)))
-    assert cut[0].tolist() == [[0, 1, 2], [4, 5, 6]] and cut[1].shape == (2, 3) and len(cut) == 5

@@ -30,9 +30,6 @@ DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "laya", "inductor")
 CALLS_PER_SHAPE = 3  # CUDA-graph trees record on the second call and replay from the third
 MIN_ROWS, MIN_BLOCKS = 2, 2  # Dynamo specialises sizes 0/1: 1 row or 1 token block would get a graph of its own
 OFF_VALUES = ("0", "false", "no", "off")
-# smaller CPU forwards keep a layer's activations in cache: 16 x 3 as two 24-row forwards 1.17x
-# (cpu_batching_packed_amx_2026-12-07.json)
-CPU_CHUNK_TOKENS = 2048
 
 COMPILE_LOCK = threading.RLock()
 _settings_lock = threading.Lock()
@@ -142,20 +139,6 @@ def drop_compiled_graphs() -> None:
 
 def compile_model(model: torch.nn.Module, **kwargs: Any) -> torch.nn.Module:
     return torch.compile(model, dynamic=True, **kwargs)
-
-
-def row_spans(rows: int, most: int) -> list[tuple[int, int]]:
-    """[start, stop) spans of at most `most` rows, sizes within one of each other (no short tail forward)."""
-    count = -(-rows // most)
-    sizes = [rows // count + (i < rows % count) for i in range(count)]
-    starts = [sum(sizes[:i]) for i in range(count)]
-    return [(start, start + size) for start, size in zip(starts, sizes)]
-
-
-def trimmed(tensors: tuple) -> tuple:
-    """A row slice of a right-padded batch, cut to its longest row (markers lie inside their rows)."""
-    width = max(1, int(tensors[1].sum(dim=1).max()))
-    return (tensors[0][:, :width], tensors[1][:, :width], *tensors[2:])
 
 
 def check_compile_mode(mode: str) -> None:
@@ -343,16 +326,7 @@ class LegacyCompiled(Backend):
         if on_cuda:
             return run_compiled(self.model, tensors, on_cuda, self.mark_steps)
         self._drop_stale_graphs()
-        if self.agent.device.type != "cpu":
-            return run_compiled(self.model, tensors, False, False)
-        spans = row_spans(tensors[0].shape[0], max(MIN_ROWS, CPU_CHUNK_TOKENS // tensors[0].shape[1]))
-        if len(spans) == 1:
-            return self._call_cpu(tensors)
-        outputs = [self._call_cpu(trimmed(tuple(t[start:stop] for t in tensors))) for start, stop in spans]
-        return tuple(torch.cat(parts) for parts in zip(*outputs))
-
-    def _call_cpu(self, tensors: tuple) -> tuple:
-        index = packed_index(tensors[1]) if self.packed else None
+        index = packed_index(tensors[1]) if self.packed and self.agent.device.type == "cpu" else None
         if index is not None:
             return run_compiled(self.model, tensors, False, False, token_index=index)
         return run_compiled(self.model, tensors, False, False)
