@@ -24,8 +24,10 @@ ATTENTION_PARTS = ("Wqkv", "Wo", "head_dim")
 
 def packable(encoder: Any) -> bool:
     """A transformers ModernBERT encoder with SDPA attention, laid out as this module runs it."""
+    from .backends import is_modernbert  # (laya.backends imports this module)
+
     config = getattr(encoder, "config", None)
-    if getattr(config, "model_type", None) != "modernbert" or getattr(config, "_attn_implementation", None) != "sdpa":
+    if not is_modernbert(config) or getattr(config, "_attn_implementation", None) != "sdpa":
         return False
     parts = ("embeddings", "layers", "rotary_emb", "final_norm")
     return all(hasattr(encoder, p) for p in parts) and all(

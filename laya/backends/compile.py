@@ -322,14 +322,12 @@ class LegacyCompiled(Backend):
                       self.agent.tok.pad_token_id)
 
     def call(self, tensors: tuple) -> tuple:
-        on_cuda = self.agent.device.type == "cuda"
-        if on_cuda:
-            return run_compiled(self.model, tensors, on_cuda, self.mark_steps)
+        device = self.agent.device.type
+        if device == "cuda":
+            return run_compiled(self.model, tensors, True, self.mark_steps)
         self._drop_stale_graphs()
-        index = packed_index(tensors[1]) if self.packed and self.agent.device.type == "cpu" else None
-        if index is not None:
-            return run_compiled(self.model, tensors, False, False, token_index=index)
-        return run_compiled(self.model, tensors, False, False)
+        index = packed_index(tensors[1]) if self.packed and device == "cpu" else None
+        return run_compiled(self.model, tensors, False, False, token_index=index)
 
     def _drop_stale_graphs(self) -> None:
         """CPU graphs hold the weights as constants (frozen_weights): after a weight change every compiled
