@@ -89,21 +89,21 @@ class DecisionModel(nn.Module):
         self.option_layout = "sequential"  # build_model sets the checkpoint's; only eager runs "parallel"
 
     def encode(self, input_ids, attention_mask, qtype, detach_encoder=False, encoder_mask=None, position_ids=None,
-               option_ids=None, token_index=None):
+               option_ids=None, token_index=None, rotary=None):
         """Encoder states plus type embedding, through the head layers: [N, L, d].
 
         `encoder_mask` (optional) replaces the 2-D mask for the encoder only, e.g. `broadcast_masks`.
         `position_ids` and `option_ids` ([N, L]) select the parallel option layout (laya.parallel_layout).
-        `token_index` (`laya.packed_encoder.real_tokens` of the mask) runs a ModernBERT encoder on the real
-        tokens only (`packed_encode`)."""
+        `token_index` (`laya.packed_encoder.real_tokens` of the mask) and/or `rotary` (`rotary_tables`) run a
+        ModernBERT encoder through `packed_encode`: on the real tokens only, with rotary tables made outside."""
         parallel = position_ids is not None or option_ids is not None
-        if token_index is not None:
+        if token_index is not None or rotary is not None:
             if parallel or encoder_mask is not None:
-                raise ValueError("token_index runs the sequential layout with its own masks; pass neither "
-                                 "position_ids/option_ids nor encoder_mask with it")
+                raise ValueError("token_index and rotary run the sequential layout with its own masks; pass "
+                                 "neither position_ids/option_ids nor encoder_mask with them")
             from .packed_encoder import packed_encode
 
-            h = packed_encode(self.encoder, input_ids, attention_mask, token_index)
+            h = packed_encode(self.encoder, input_ids, attention_mask, token_index, rotary)
         else:
             mask = attention_mask if encoder_mask is None else encoder_mask
             extra = {}
@@ -134,9 +134,9 @@ class DecisionModel(nn.Module):
         return parallel_masks(attention_mask, position_ids, option_ids, getattr(config, "sliding_window", None))
 
     def forward(self, input_ids, attention_mask, marker_pos, marker_mask, qtype, detach_encoder=False,
-                position_ids=None, option_ids=None, encoder_mask=None, token_index=None):
+                position_ids=None, option_ids=None, encoder_mask=None, token_index=None, rotary=None):
         h = self.encode(input_ids, attention_mask, qtype, detach_encoder, encoder_mask, position_ids, option_ids,
-                        token_index)
+                        token_index, rotary)
         return decide(self, h, marker_pos, marker_mask)
 
 

@@ -1,9 +1,10 @@
-"""ModernBERT's encoder on a padded batch's real tokens: embeddings, norms, projections and the MLP run on the
-[T, d] rows that are not padding; only attention scatters them back into the padded [N, L] layout for SDPA.
+"""ModernBERT's encoder written for Inductor's CPU code: embeddings, norms, projections and the MLP run on the
+[T, d] rows that are not padding; only attention spreads them back into the padded [N, L] layout for SDPA.
 
-In eval mode the arithmetic per token is the stock SDPA encoder's (the same modules, the same rotary function,
+In eval mode the arithmetic per token is the stock SDPA encoder's (the same modules, the same rotary arithmetic,
 SDPA with the broadcast masks); padding rows, whose outputs nothing reads, are no longer computed. The compiled
-CPU forward uses it (`compile=True`): at 16 x 3 on the base shape a fifth of the GEMM rows were padding.
+CPU forward uses it (`compile=True`): at 16 x 3 on the base shape a fifth of the GEMM rows were padding, and
+the stock rotary code cost a pass per layer of fp32 buffers (cpu_fused_rotary_amx_2026-12-07.json).
 """
 
 from __future__ import annotations
@@ -47,11 +48,20 @@ def packed_index(attention_mask: torch.Tensor) -> torch.Tensor | None:
     return index if index.numel() <= (1.0 - MIN_PADDING) * attention_mask.numel() else None
 
 
-def packed_encode(encoder: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                  token_index: torch.Tensor) -> torch.Tensor:
-    """The encoder's last hidden state [N, L, d] for `input_ids` [N, L]; rows at padding positions are zero."""
-    from transformers.models.modernbert import modeling_modernbert as modeling
+def rotary_tables(encoder: Any, length: int, device: torch.device | str) -> dict:
+    """ModernBERT's rotary (cos, sin) [1, L, head_dim] per layer type, in fp32, as its rotary module makes them.
+    Made outside a compiled graph: inside one, Inductor inlines cos and sin into each layer's rotary kernel, for
+    every head and row."""
+    probe = torch.empty(0, device=device)  # fp32: the module's own arithmetic, cast to the stream's dtype later
+    positions = torch.arange(length, device=device)[None]
+    return {kind: encoder.rotary_emb(probe, positions, kind) for kind in dict.fromkeys(encoder.config.layer_types)}
 
+
+def packed_encode(encoder: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  token_index: torch.Tensor | None = None, rotary: dict | None = None) -> torch.Tensor:
+    """The encoder's last hidden state [N, L, d] for `input_ids` [N, L]. With `token_index` (`real_tokens`) only
+    real tokens are computed and rows at padding positions are zero; without it every token slot is, as in the
+    stock forward. `rotary` is `rotary_tables(encoder, L, device)` (made here when None)."""
     if encoder.training:  # attention dropout and checkpointing are the stock forward's: train through it
         raise ValueError("packed_encode runs an encoder in eval mode only; call encoder.eval() first")
     if not packable(encoder):
@@ -60,23 +70,50 @@ def packed_encode(encoder: Any, input_ids: torch.Tensor, attention_mask: torch.T
 
     n, length = input_ids.shape
     config = encoder.config
-    h = encoder.embeddings(input_ids=input_ids.reshape(-1).index_select(0, token_index))  # [T, d]
+    ids = input_ids.reshape(-1)
+    h = encoder.embeddings(input_ids=ids if token_index is None else ids.index_select(0, token_index))  # [T, d]
     width = h.shape[-1]
+    if token_index is None:
+        slots = None
+    else:  # each token slot's row in h, or T (a zero row appended) for padding: gathers fuse, scatters do not
+        slots = torch.full((n * length,), h.shape[0], dtype=torch.long, device=h.device).index_copy(
+            0, token_index, torch.arange(h.shape[0], device=h.device))
     masks = broadcast_masks(attention_mask, config.sliding_window)
-    positions = torch.arange(length, device=input_ids.device)[None]
-    rotary = {kind: encoder.rotary_emb(h, positions, kind) for kind in dict.fromkeys(config.layer_types)}
+    tables = rotary_tables(encoder, length, input_ids.device) if rotary is None else rotary
+    turned = {kind: (cos.to(h.dtype), turned_sin(sin.to(h.dtype))) for kind, (cos, sin) in tables.items()}
     for layer in encoder.layers:
         attn = layer.attn
-        qkv = attn.Wqkv(layer.attn_norm(h))  # [T, 3d]
-        padded = qkv.new_zeros(n * length, qkv.shape[-1]).index_copy(0, token_index, qkv)
-        q, k, v = padded.view(n, length, 3, -1, attn.head_dim).unbind(dim=2)
+        qkv = spread(attn.Wqkv(layer.attn_norm(h)), slots)  # [N * L, 3d]
+        q, k, v = qkv.view(n, length, 3, -1, attn.head_dim).unbind(dim=2)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-        cos, sin = rotary[layer.attention_type]
-        q, k = modeling.apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
+        cos, sin = turned[layer.attention_type]
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=masks[layer.attention_type],
                                              scale=attn.head_dim ** -0.5)
-        out = out.transpose(1, 2).reshape(n * length, width).index_select(0, token_index)
+        out = out.transpose(1, 2).reshape(n * length, width)
+        if token_index is not None:
+            out = out.index_select(0, token_index)
         h = h + attn.Wo(out)
         h = h + layer.mlp(layer.mlp_norm(h))
-    h = encoder.final_norm(h)
-    return h.new_zeros(n * length, width).index_copy(0, token_index, h).view(n, length, width)
+    return spread(encoder.final_norm(h), slots).view(n, length, width)
+
+
+def spread(rows: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
+    """[T, w] real-token rows laid out over the N * L token slots (zeros at padding); as is without `slots`."""
+    return rows if slots is None else F.pad(rows, (0, 0, 0, 1))[slots]
+
+
+def turned_sin(sin: torch.Tensor) -> torch.Tensor:
+    """sin with rotate_half's sign folded in: rotate_half(x) * sin == swap_halves(x) * turned_sin(sin)."""
+    half = sin.shape[-1] // 2
+    return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, turned: torch.Tensor) -> torch.Tensor:
+    """transformers' apply_rotary_pos_emb for one of q, k [N, H, L, hd] (fp32 arithmetic, the same bits), as a
+    single vectorised pointwise pass over [.., 2, hd / 2]: its rotate_half is a cat that Inductor writes out as
+    four fp32 buffers per layer."""
+    halves = (2, x.shape[-1] // 2)
+    xf = x.float().unflatten(-1, halves)
+    out = xf * cos.unflatten(-1, halves)[:, None] + xf.flip(-2) * turned.unflatten(-1, halves)[:, None]
+    return out.flatten(-2).to(x.dtype)

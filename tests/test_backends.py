@@ -320,13 +320,22 @@ def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh
     counters.clear()
     agent = laya.load(tiny_checkpoint, device="cpu", compile=True, compile_warmup=False)
     assert agent.backend == "compile"
+    from torch._inductor.utils import run_and_get_code
+
+    codes = []
     for states in (["refund my order", "the app crashes"], ["hello", "x " * 60, "cancel it"]):
-        got = agent.predict_batch(states, QUESTIONS)
+        if codes:
+            got = agent.predict_batch(states, QUESTIONS)
+        else:  # the compile
+            got, codes = run_and_get_code(agent.predict_batch, states, QUESTIONS)
         want = fresh.predict_batch(states, QUESTIONS)
         for g, w in zip(got, want):
             for qid in QUESTIONS:
                 assert g["answers"][qid]["confidence"] == pytest.approx(w["answers"][qid]["confidence"], abs=2e-4)
     assert len(packed_calls) == 2 and all(i is not None for i in packed_calls)  # both batches ran packed
+    # the rotary tables come in made (laya.packed_encoder.rotary_tables): no kernel recomputes cos or sin
+    assert len(codes) == 1 and "cpp_fused" in codes[0]
+    assert not any(f in codes[0] for f in (".cos()", ".sin()", "std::cos", "std::sin")), "rotary made in-graph"
     # each graph traced once: a symbolic Python float would make Inductor restart the analysis (2 traces)
     assert counters["aot_autograd"]["total"] == counters["stats"]["unique_graphs"] == 1, dict(counters["aot_autograd"])
     # the CPU graph holds the weights as constants: a weight stepped in place after the compile is still seen

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import laya
-from laya.packed_encoder import MIN_PADDING, packable, packed_encode, packed_index, real_tokens
+from laya.packed_encoder import MIN_PADDING, packable, packed_encode, packed_index, real_tokens, rotary_tables
 
 
 def padded_batch(agent, lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -33,31 +33,63 @@ def test_only_a_batch_with_enough_padding_is_packed():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_packed_encode_matches_the_stock_encoder_on_real_tokens(tiny_checkpoint, dtype):
+@pytest.mark.parametrize("packed", [True, False])
+def test_packed_encode_matches_the_stock_encoder_on_real_tokens(tiny_checkpoint, dtype, packed):
     agent = laya.load(tiny_checkpoint, device="cpu")
     encoder = agent.model.encoder
     assert packable(encoder)
     window = encoder.config.sliding_window
     lengths = [3, 5 * window, 2 * window + 1, 5 * window]  # past the local window; one row without padding
     ids, mask = padded_batch(agent, lengths)
+    index = real_tokens(mask) if packed else None
     with torch.no_grad(), torch.autocast("cpu", dtype, enabled=dtype is not torch.float32):
         want = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
-        got = packed_encode(encoder, ids, mask, real_tokens(mask))
+        got = packed_encode(encoder, ids, mask, index)
     assert got.shape == want.shape and got.dtype == want.dtype
-    real = mask.bool()
     # the same modules and the same SDPA on the same values: equal up to GEMM blocking over another row count
-    assert torch.allclose(got[real].float(), want[real].float(), rtol=0, atol=1e-5 if dtype is torch.float32 else 0.02)
-    assert not got[~real].any()  # padding positions are zeros, not stale values
+    tol = 1e-5 if dtype is torch.float32 else 0.02
+    real = mask.bool()
+    assert torch.allclose(got[real].float(), want[real].float(), rtol=0, atol=tol)
+    if packed:
+        assert not got[~real].any()  # padding positions are zeros, not stale values
+    else:  # every token slot computed, as the stock forward does
+        assert torch.allclose(got.float(), want.float(), rtol=0, atol=tol)
+
+
+def test_rotary_tables_are_the_rotary_modules_own_in_fp32(tiny_checkpoint):
+    encoder = laya.load(tiny_checkpoint, device="cpu").model.encoder
+    tables = rotary_tables(encoder, 7, "cpu")
+    kinds = list(dict.fromkeys(encoder.config.layer_types))
+    assert list(tables) == kinds and len(kinds) == 2
+    for kind, (cos, sin) in tables.items():
+        want_cos, want_sin = encoder.rotary_emb(torch.zeros(1), torch.arange(7)[None], kind)
+        assert cos.dtype == sin.dtype == torch.float32 and cos.shape == (1, 7, encoder.config.hidden_size
+                                                                         // encoder.config.num_attention_heads)
+        assert torch.equal(cos, want_cos) and torch.equal(sin, want_sin)
+
+
+def test_given_rotary_tables_are_used_not_remade(tiny_checkpoint, monkeypatch):
+    """Inside a compiled graph the tables would be recomputed per layer, head and row: given ones are read as is."""
+    agent = laya.load(tiny_checkpoint, device="cpu")
+    encoder = agent.model.encoder
+    ids, mask = padded_batch(agent, [3, 9])
+    tables = rotary_tables(encoder, 9, "cpu")
+    with torch.no_grad():
+        want = packed_encode(encoder, ids, mask)
+        monkeypatch.setattr(encoder.rotary_emb, "forward", lambda *a: pytest.fail("rotary tables remade"))
+        assert torch.equal(packed_encode(encoder, ids, mask, None, tables), want)
+        doubled = {kind: (2 * cos, 2 * sin) for kind, (cos, sin) in tables.items()}
+        assert not torch.equal(packed_encode(encoder, ids, mask, None, doubled), want)  # and they are read
 
 
 def test_token_index_refuses_the_parallel_layout_and_an_encoder_mask(tiny_checkpoint):
     agent = laya.load(tiny_checkpoint, device="cpu")
     ids, mask = padded_batch(agent, [4, 6])
     qtype = torch.zeros(2, dtype=torch.long)
-    with pytest.raises(ValueError, match="token_index runs the sequential layout"):
+    with pytest.raises(ValueError, match="token_index and rotary run the sequential layout"):
         agent.model.encode(ids, mask, qtype, position_ids=torch.zeros_like(ids), option_ids=torch.zeros_like(ids),
                            token_index=real_tokens(mask))
-    with pytest.raises(ValueError, match="token_index runs the sequential layout"):
+    with pytest.raises(ValueError, match="token_index and rotary run the sequential layout"):
         agent.model.encode(ids, mask, qtype, encoder_mask=mask, token_index=real_tokens(mask))
 
 
@@ -105,3 +137,20 @@ def test_packable_refuses_other_attention_and_training(tiny_checkpoint):
     encoder.train()  # attention dropout and checkpointing live in the stock forward only
     with pytest.raises(ValueError, match="eval mode only"):
         packed_encode(encoder, ids, mask, real_tokens(mask))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rotate_is_transformers_rotary_bit_for_bit(tiny_checkpoint, dtype):
+    """The one-pass rotation (a swap of halves with the sign in sin) gives apply_rotary_pos_emb's exact values."""
+    from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
+
+    from laya.packed_encoder import rotate, turned_sin
+
+    encoder = laya.load(tiny_checkpoint, device="cpu").model.encoder
+    gen = torch.Generator().manual_seed(5)
+    head_dim = encoder.config.hidden_size // encoder.config.num_attention_heads
+    q, k = (torch.randn(2, 3, 11, head_dim, generator=gen).to(dtype) for _ in range(2))
+    for kind, (cos, sin) in rotary_tables(encoder, 11, "cpu").items():
+        want_q, want_k = apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1)
+        got_q, got_k = rotate(q, cos, turned_sin(sin)), rotate(k, cos, turned_sin(sin))
+        assert got_q.dtype == dtype and torch.equal(got_q, want_q) and torch.equal(got_k, want_k), kind

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from ..model import broadcast_masks
-from ..packed_encoder import packable, packed_index
+from ..packed_encoder import packable, packed_index, rotary_tables
 from ..sequence import WARMUP_SHAPES as AGENT_WARMUP_SHAPES, config_max_len
 from .base import TOKEN_ALIGN, Backend, BackendUnavailable, pad_batch, pad_to
 
@@ -326,8 +326,11 @@ class LegacyCompiled(Backend):
         if device == "cuda":
             return run_compiled(self.model, tensors, True, self.mark_steps)
         self._drop_stale_graphs()
-        index = packed_index(tensors[1]) if self.packed and device == "cpu" else None
-        return run_compiled(self.model, tensors, False, False, token_index=index)
+        if not (self.packed and device == "cpu"):
+            return run_compiled(self.model, tensors, False, False)
+        mask = tensors[1]
+        return run_compiled(self.model, tensors, False, False, token_index=packed_index(mask),
+                            rotary=rotary_tables(self.model.encoder, mask.shape[1], mask.device))
 
     def _drop_stale_graphs(self) -> None:
         """CPU graphs hold the weights as constants (frozen_weights): after a weight change every compiled
