@@ -95,22 +95,22 @@ class DecisionModel(nn.Module):
         `encoder_mask` (optional) replaces the 2-D mask for the encoder only, e.g. `broadcast_masks`.
         `position_ids` and `option_ids` ([N, L]) select the parallel option layout (laya.parallel_layout).
         `token_index` (`laya.packed_encoder.real_tokens` of the mask) and/or `rotary` (`rotary_tables`) run a
-        ModernBERT encoder through `packed_encode`: on the real tokens only, with rotary tables made outside."""
+        ModernBERT model in eval mode through `packed_model_states`: the encoder and head layers on the real
+        tokens only, with rotary tables made outside."""
         parallel = position_ids is not None or option_ids is not None
         if token_index is not None or rotary is not None:
             if parallel or encoder_mask is not None:
                 raise ValueError("token_index and rotary run the sequential layout with its own masks; pass "
                                  "neither position_ids/option_ids nor encoder_mask with them")
-            from .packed_encoder import packed_encode
+            from .packed_encoder import packed_model_states
 
-            h = packed_encode(self.encoder, input_ids, attention_mask, token_index, rotary)
-        else:
-            mask = attention_mask if encoder_mask is None else encoder_mask
-            extra = {}
-            if parallel:
-                mask = self.parallel_inputs(attention_mask, position_ids, option_ids)
-                extra = {"position_ids": position_ids}
-            h = self.encoder(input_ids=input_ids, attention_mask=mask, **extra).last_hidden_state
+            return packed_model_states(self, input_ids, attention_mask, qtype, token_index, rotary, detach_encoder)
+        mask = attention_mask if encoder_mask is None else encoder_mask
+        extra = {}
+        if parallel:
+            mask = self.parallel_inputs(attention_mask, position_ids, option_ids)
+            extra = {"position_ids": position_ids}
+        h = self.encoder(input_ids=input_ids, attention_mask=mask, **extra).last_hidden_state
         if detach_encoder:
             h = h.detach()
         h = h + self.type_emb(qtype)[:, None, :]

@@ -19,6 +19,8 @@ from .model import broadcast_masks
 
 # below it the copies cost more than the rows saved: 1 x 3 (2% padding) 0.95x, cpu_packed_always_amx_2026-12-07.json
 MIN_PADDING = 0.1
+# CPU flash SDPA ran 1.2-2.1x faster at lengths that are multiples of 16 (cpu_sdpa_lengths_amx_2026-12-07.json)
+ATTENTION_ALIGN = 16
 LAYER_PARTS = ("attn_norm", "attn", "mlp_norm", "mlp", "attention_type")
 ATTENTION_PARTS = ("Wqkv", "Wo", "head_dim")
 
@@ -57,50 +59,105 @@ def rotary_tables(encoder: Any, length: int, device: torch.device | str) -> dict
     return {kind: encoder.rotary_emb(probe, positions, kind) for kind in dict.fromkeys(encoder.config.layer_types)}
 
 
-def packed_encode(encoder: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                  token_index: torch.Tensor | None = None, rotary: dict | None = None) -> torch.Tensor:
-    """The encoder's last hidden state [N, L, d] for `input_ids` [N, L]. With `token_index` (`real_tokens`) only
-    real tokens are computed and rows at padding positions are zero; without it every token slot is, as in the
-    stock forward. `rotary` is `rotary_tables(encoder, L, device)` (made here when None)."""
+class TokenLayout:
+    """Where the T computed rows sit among a padded batch's N x L token slots: every slot in row-major order
+    without `token_index`, else the real tokens only (`real_tokens`)."""
+
+    def __init__(self, attention_mask: torch.Tensor, token_index: torch.Tensor | None):
+        self.n, self.length = attention_mask.shape
+        self.index = token_index
+        self.slots = None  # each slot's row, or T (a zero row appended) for padding: gathers fuse, scatters do not
+        if token_index is not None:
+            rows = token_index.shape[0]
+            self.slots = torch.full((self.n * self.length,), rows, dtype=torch.long,
+                                    device=token_index.device).index_copy(
+                0, token_index, torch.arange(rows, device=token_index.device))
+
+    def rows(self, slotted: torch.Tensor) -> torch.Tensor:
+        """Values per slot, [N * L, ...] -> [T, ...] for the computed rows."""
+        return slotted if self.index is None else slotted.index_select(0, self.index)
+
+    def per_row(self, values: torch.Tensor) -> torch.Tensor:
+        """[N, w] values of each batch row -> [T, w], one for each computed row."""
+        if self.index is None:
+            return values[:, None].expand(self.n, self.length, values.shape[-1]).reshape(-1, values.shape[-1])
+        return values.index_select(0, torch.div(self.index, self.length, rounding_mode="floor"))
+
+    def spread(self, rows: torch.Tensor) -> torch.Tensor:
+        """[T, w] rows -> [N * L, w] over every slot, zeros at padding when only real tokens were computed."""
+        return rows if self.slots is None else F.pad(rows, (0, 0, 0, 1))[self.slots]
+
+
+def check_packable(encoder: Any) -> None:
     if encoder.training:  # attention dropout and checkpointing are the stock forward's: train through it
         raise ValueError("packed_encode runs an encoder in eval mode only; call encoder.eval() first")
     if not packable(encoder):
         raise ValueError(f"packed_encode runs transformers' ModernBERT with SDPA attention, not "
                          f"{type(encoder).__name__} ({getattr(encoder.config, '_attn_implementation', None)!r})")
 
-    n, length = input_ids.shape
-    config = encoder.config
-    ids = input_ids.reshape(-1)
-    h = encoder.embeddings(input_ids=ids if token_index is None else ids.index_select(0, token_index))  # [T, d]
+
+def packed_encode(encoder: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  token_index: torch.Tensor | None = None, rotary: dict | None = None) -> torch.Tensor:
+    """The encoder's last hidden state [N, L, d] for `input_ids` [N, L]. With `token_index` (`real_tokens`) only
+    real tokens are computed and rows at padding positions are zero; without it every token slot is, as in the
+    stock forward. `rotary` is `rotary_tables(encoder, L, device)` (made here when None)."""
+    layout = TokenLayout(attention_mask, token_index)
+    masks = broadcast_masks(attention_mask, encoder.config.sliding_window)
+    rows = encode_rows(encoder, input_ids, layout, masks, rotary)
+    return layout.spread(rows).view(layout.n, layout.length, -1)
+
+
+def encode_rows(encoder: Any, input_ids: torch.Tensor, layout: TokenLayout, masks: dict,
+                rotary: dict | None) -> torch.Tensor:
+    """The encoder's last hidden state on `layout`'s rows [T, d]; attention runs over the padded slots."""
+    check_packable(encoder)
+    n, length = layout.n, layout.length
+    h = encoder.embeddings(input_ids=layout.rows(input_ids.reshape(-1)))  # [T, d]
     width = h.shape[-1]
-    if token_index is None:
-        slots = None
-    else:  # each token slot's row in h, or T (a zero row appended) for padding: gathers fuse, scatters do not
-        slots = torch.full((n * length,), h.shape[0], dtype=torch.long, device=h.device).index_copy(
-            0, token_index, torch.arange(h.shape[0], device=h.device))
-    masks = broadcast_masks(attention_mask, config.sliding_window)
     tables = rotary_tables(encoder, length, input_ids.device) if rotary is None else rotary
     turned = {kind: (cos.to(h.dtype), turned_sin(sin.to(h.dtype))) for kind, (cos, sin) in tables.items()}
     for layer in encoder.layers:
         attn = layer.attn
-        qkv = spread(attn.Wqkv(layer.attn_norm(h)), slots)  # [N * L, 3d]
-        q, k, v = qkv.view(n, length, 3, -1, attn.head_dim).unbind(dim=2)
+        qkv = layout.spread(attn.Wqkv(layer.attn_norm(h)))  # [N * L, 3d]
+        # sizes spelled out: a -1 left Inductor floor divisions of symbols, and 1 x 3 ran 3.3x slower
+        q, k, v = qkv.view(n, length, 3, width // attn.head_dim, attn.head_dim).unbind(dim=2)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         cos, sin = turned[layer.attention_type]
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=masks[layer.attention_type],
                                              scale=attn.head_dim ** -0.5)
-        out = out.transpose(1, 2).reshape(n * length, width)
-        if token_index is not None:
-            out = out.index_select(0, token_index)
-        h = h + attn.Wo(out)
+        h = h + attn.Wo(layout.rows(out.transpose(1, 2).reshape(n * length, width)))
         h = h + layer.mlp(layer.mlp_norm(h))
-    return spread(encoder.final_norm(h), slots).view(n, length, width)
+    return encoder.final_norm(h)
 
 
-def spread(rows: torch.Tensor, slots: torch.Tensor | None) -> torch.Tensor:
-    """[T, w] real-token rows laid out over the N * L token slots (zeros at padding); as is without `slots`."""
-    return rows if slots is None else F.pad(rows, (0, 0, 0, 1))[slots]
+def packed_model_states(model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, qtype: torch.Tensor,
+                        token_index: torch.Tensor | None, rotary: dict | None,
+                        detach_encoder: bool = False) -> torch.Tensor:
+    """DecisionModel.encode in eval mode on the layout's rows: the encoder, the type embedding and the head
+    layers; [N, L, d], zeros at padding slots when only real tokens were computed (nothing reads them)."""
+    if model.training:
+        raise ValueError("the packed forward runs a DecisionModel in eval mode only; call model.eval() first")
+    layout = TokenLayout(attention_mask, token_index)
+    masks = broadcast_masks(attention_mask, model.encoder.config.sliding_window)
+    rows = encode_rows(model.encoder, input_ids, layout, masks, rotary)
+    if detach_encoder:
+        rows = rows.detach()
+    rows = rows + layout.per_row(model.type_emb(qtype))
+    for layer in model.head.layers if model.head is not None else ():
+        rows = head_layer_rows(layer, rows, layout, masks["full_attention"])
+    return layout.spread(rows).view(layout.n, layout.length, -1)
+
+
+def head_layer_rows(layer: Any, x: torch.Tensor, layout: TokenLayout, key_mask: torch.Tensor) -> torch.Tensor:
+    """laya.model.head_layer in eval mode on `layout`'s rows [T, d]: only its attention sees the padded slots."""
+    attn = layer.self_attn
+    n, length, width = layout.n, layout.length, x.shape[-1]
+    qkv = layout.spread(F.linear(layer.norm1(x), attn.in_proj_weight, attn.in_proj_bias))
+    q, k, v = qkv.view(n, length, 3, attn.num_heads, width // attn.num_heads).permute(2, 0, 3, 1, 4)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask)
+    x = x + attn.out_proj(layout.rows(out.transpose(1, 2).reshape(n * length, width)))
+    return x + layer.linear2(F.relu(layer.linear1(layer.norm2(x))))
 
 
 def turned_sin(sin: torch.Tensor) -> torch.Tensor:

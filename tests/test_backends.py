@@ -314,8 +314,9 @@ def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh
     import laya.backends.compile as compile_backend
 
     packed_calls, packed_index = [], compile_backend.packed_index  # outside the graph: no guard on the spy
-    monkeypatch.setattr(compile_backend, "packed_index", lambda mask: packed_calls.append(packed_index(mask)) or
-                        packed_calls[-1])
+    widths = []
+    monkeypatch.setattr(compile_backend, "packed_index", lambda mask: widths.append(mask.shape[1]) or
+                        packed_calls.append(packed_index(mask)) or packed_calls[-1])
     torch._dynamo.reset()
     counters.clear()
     agent = laya.load(tiny_checkpoint, device="cpu", compile=True, compile_warmup=False)
@@ -333,6 +334,7 @@ def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh
             for qid in QUESTIONS:
                 assert g["answers"][qid]["confidence"] == pytest.approx(w["answers"][qid]["confidence"], abs=2e-4)
     assert len(packed_calls) == 2 and all(i is not None for i in packed_calls)  # both batches ran packed
+    assert all(w % compile_backend.ATTENTION_ALIGN == 0 for w in widths), widths  # CPU SDPA's fast lengths
     # the rotary tables come in made (laya.packed_encoder.rotary_tables): no kernel recomputes cos or sin
     assert len(codes) == 1 and "cpp_fused" in codes[0]
     assert not any(f in codes[0] for f in (".cos()", ".sin()", "std::cos", "std::sin")), "rotary made in-graph"

@@ -105,16 +105,17 @@ def test_a_decision_forward_with_token_index_matches_the_stock_one(tiny_checkpoi
         want = agent.model(ids, mask, marker_pos, marker_mask, qtype)
         got = agent.model(ids, mask, marker_pos, marker_mask, qtype, token_index=real_tokens(mask))
     for g, w in zip(got, want):
-        assert torch.allclose(g, w, rtol=0, atol=1e-5)
+        assert torch.allclose(g, w, rtol=2e-6, atol=1e-5)  # fp32 GEMMs blocked over another row count
 
 
-def test_token_index_goes_through_packed_encode(tiny_checkpoint, monkeypatch):
+def test_token_index_goes_through_the_packed_forward(tiny_checkpoint, monkeypatch):
     import laya.packed_encoder
 
     agent = laya.load(tiny_checkpoint, device="cpu")
     ids, mask = padded_batch(agent, [2, 6])
-    calls, packed = [], laya.packed_encoder.packed_encode
-    monkeypatch.setattr(laya.packed_encoder, "packed_encode", lambda *args: calls.append(args[3]) or packed(*args))
+    calls, packed = [], laya.packed_encoder.packed_model_states
+    monkeypatch.setattr(laya.packed_encoder, "packed_model_states",
+                        lambda *args: calls.append(args[4]) or packed(*args))
     with torch.no_grad():
         agent.model.encode(ids, mask, torch.zeros(2, dtype=torch.long), token_index=real_tokens(mask))
         agent.model.encode(ids, mask, torch.zeros(2, dtype=torch.long))

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from ..model import broadcast_masks
-from ..packed_encoder import packable, packed_index, rotary_tables
+from ..packed_encoder import ATTENTION_ALIGN, packable, packed_index, rotary_tables
 from ..sequence import WARMUP_SHAPES as AGENT_WARMUP_SHAPES, config_max_len
 from .base import TOKEN_ALIGN, Backend, BackendUnavailable, pad_batch, pad_to
 
@@ -314,11 +314,15 @@ class LegacyCompiled(Backend):
 
     def inputs(self, batch: Any) -> tuple:
         tensors = super().inputs(batch)
-        if self.agent.device.type != "cuda":
+        device = self.agent.device.type
+        if device == "cuda":
+            align = 8  # some Inductor SDPA versions specialise on L mod 8
+        elif self.packed and device == "cpu":
+            align = ATTENTION_ALIGN  # padding costs the packed encoder no GEMM rows, only attention slots
+        else:
             return tensors
-        # some Inductor SDPA versions specialise on L mod 8
         ids = tensors[0]
-        return pad_to(tensors, ids.shape[0], -(-ids.shape[1] // 8) * 8, tensors[2].shape[1],
+        return pad_to(tensors, ids.shape[0], -(-ids.shape[1] // align) * align, tensors[2].shape[1],
                       self.agent.tok.pad_token_id)
 
     def call(self, tensors: tuple) -> tuple:
