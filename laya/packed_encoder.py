@@ -17,8 +17,6 @@ import torch.nn.functional as F
 from .model import broadcast_masks
 
 
-# below it the copies cost more than the rows saved: 1 x 3 (2% padding) 0.95x, cpu_packed_always_amx_2026-12-07.json
-MIN_PADDING = 0.1
 # CPU flash SDPA ran 1.2-2.1x faster at lengths that are multiples of 16 (cpu_sdpa_lengths_amx_2026-12-07.json)
 ATTENTION_ALIGN = 16
 LAYER_PARTS = ("attn_norm", "attn", "mlp_norm", "mlp", "attention_type")
@@ -42,12 +40,6 @@ def real_tokens(attention_mask: torch.Tensor) -> torch.Tensor:
     """Flat indices (into N * L) of the tokens the mask keeps, in row-major order; computed outside a compiled
     graph, so the token count reaches it as an input size."""
     return attention_mask.reshape(-1).nonzero().reshape(-1)
-
-
-def packed_index(attention_mask: torch.Tensor) -> torch.Tensor | None:
-    """`real_tokens` of a batch with at least MIN_PADDING of its token slots padding, else None (run it padded)."""
-    index = real_tokens(attention_mask)
-    return index if index.numel() <= (1.0 - MIN_PADDING) * attention_mask.numel() else None
 
 
 def rotary_tables(encoder: Any, length: int, device: torch.device | str) -> dict:

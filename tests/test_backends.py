@@ -313,10 +313,10 @@ def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh
 
     import laya.backends.compile as compile_backend
 
-    packed_calls, packed_index = [], compile_backend.packed_index  # outside the graph: no guard on the spy
+    packed_calls, real_tokens = [], compile_backend.real_tokens  # outside the graph: no guard on the spy
     widths = []
-    monkeypatch.setattr(compile_backend, "packed_index", lambda mask: widths.append(mask.shape[1]) or
-                        packed_calls.append(packed_index(mask)) or packed_calls[-1])
+    monkeypatch.setattr(compile_backend, "real_tokens", lambda mask: widths.append(mask.shape[1]) or
+                        packed_calls.append(real_tokens(mask)) or packed_calls[-1])
     torch._dynamo.reset()
     counters.clear()
     agent = laya.load(tiny_checkpoint, device="cpu", compile=True, compile_warmup=False)
@@ -333,7 +333,10 @@ def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh
         for g, w in zip(got, want):
             for qid in QUESTIONS:
                 assert g["answers"][qid]["confidence"] == pytest.approx(w["answers"][qid]["confidence"], abs=2e-4)
-    assert len(packed_calls) == 2 and all(i is not None for i in packed_calls)  # both batches ran packed
+    got, want = agent.predict("refund my order", QUESTIONS), fresh.predict("refund my order", QUESTIONS)
+    for qid in QUESTIONS:
+        assert got["answers"][qid]["confidence"] == pytest.approx(want["answers"][qid]["confidence"], abs=2e-4)
+    assert len(packed_calls) == 3  # every batch on its real tokens, in one graph (below)
     assert all(w % compile_backend.ATTENTION_ALIGN == 0 for w in widths), widths  # CPU SDPA's fast lengths
     # the rotary tables come in made (laya.packed_encoder.rotary_tables): no kernel recomputes cos or sin
     assert len(codes) == 1 and "cpp_fused" in codes[0]

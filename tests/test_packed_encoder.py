@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import laya
-from laya.packed_encoder import MIN_PADDING, packable, packed_encode, packed_index, real_tokens, rotary_tables
+from laya.packed_encoder import packable, packed_encode, real_tokens, rotary_tables
 
 
 def padded_batch(agent, lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -22,14 +22,6 @@ def padded_batch(agent, lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]
 def test_real_tokens_are_the_mask_in_row_major_order():
     mask = torch.tensor([[1, 1, 0], [1, 0, 0], [1, 1, 1]])
     assert real_tokens(mask).tolist() == [0, 1, 3, 6, 7, 8]
-
-
-def test_only_a_batch_with_enough_padding_is_packed():
-    assert MIN_PADDING == 0.1
-    assert packed_index(torch.ones(3, 92)) is None  # 1 x 3 on the base shape: 2% padding, gathers cost more
-    nine_of_ten = torch.tensor([[1] * 10, [1] * 8 + [0] * 2])  # 10% padding: packed
-    assert packed_index(nine_of_ten).tolist() == list(range(18))
-    assert packed_index(torch.tensor([[1] * 10, [1] * 9 + [0]])) is None  # 5%
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

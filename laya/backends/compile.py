@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from ..model import broadcast_masks
-from ..packed_encoder import ATTENTION_ALIGN, packable, packed_index, rotary_tables
+from ..packed_encoder import ATTENTION_ALIGN, packable, real_tokens, rotary_tables
 from ..sequence import WARMUP_SHAPES as AGENT_WARMUP_SHAPES, config_max_len
 from .base import TOKEN_ALIGN, Backend, BackendUnavailable, pad_batch, pad_to
 
@@ -305,7 +305,7 @@ class LegacyCompiled(Backend):
         super().__init__(agent)
         self.mark_steps = mode == "reduce-overhead"
         self._weights_seen: tuple | None = None  # weights_version when the CPU graphs were last checked
-        # a fifth of the GEMM rows at 16 x 3 were padding: CPU graphs skip them (cpu_packed_amx_2026-12-07.json)
+        # CPU graphs run on real tokens only: one graph for every batch (cpu_packed_always_2_amx_2026-12-07.json)
         self.packed = packable(self.model.encoder)
 
     @property
@@ -333,7 +333,7 @@ class LegacyCompiled(Backend):
         if not (self.packed and device == "cpu"):
             return run_compiled(self.model, tensors, False, False)
         mask = tensors[1]
-        return run_compiled(self.model, tensors, False, False, token_index=packed_index(mask),
+        return run_compiled(self.model, tensors, False, False, token_index=real_tokens(mask),
                             rotary=rotary_tables(self.model.encoder, mask.shape[1], mask.device))
 
     def _drop_stale_graphs(self) -> None:
