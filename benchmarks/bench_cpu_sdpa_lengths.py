@@ -6,8 +6,8 @@
 
 For each row count N and length L: q, k, v [N, 12, L, 64] in the [N, L, 12, 64] memory layout the packed
 encoder hands SDPA, the last 3 keys of every row masked; the candidate is the same batch with L grown to the
-next multiple of 16 by masked keys. Medians of --calls back-to-back calls, baseline and candidate alternating
-per length. The outputs on the real rows are compared (the padded keys carry zero weight).
+next multiple of 16 by masked keys (a key mask only: the global layers' form). Medians of --calls back-to-back
+calls, the own length then the padded one at each length. The outputs on the real rows are compared (the padded keys carry zero weight).
 """
 
 from __future__ import annotations
@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"N {rows:3d} L {length:3d} -> {width:3d}: {own_ms:6.2f} -> {grown_ms:6.2f} ms "
                   f"({own_ms / grown_ms:.2f}x)", flush=True)
     unaligned = [c["speedup"] for c in cases if c["length"] != c["padded_length"]]
+    if not unaligned:
+        ap.error("every length given is already a multiple of 16: nothing to compare")
     summary = {"unaligned_cases": len(unaligned), "speedup_min": min(unaligned), "speedup_median":
                statistics.median(unaligned), "speedup_max": max(unaligned),
                "max_abs_diff": max(c["max_abs_diff"] for c in cases)}

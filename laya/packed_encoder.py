@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from .model import broadcast_masks
+from .rotary import matches_installed, rotate_pointwise, turned_sin
 
 
 # CPU flash SDPA runs a median 1.37x faster at multiples of 16 (0.98-2.44x, cpu_sdpa_lengths_amx_2026-12-07.json)
@@ -31,7 +32,7 @@ def packable(encoder: Any) -> bool:
     if not is_modernbert(config) or getattr(config, "_attn_implementation", None) != "sdpa":
         return False
     parts = ("embeddings", "layers", "rotary_emb", "final_norm")
-    return all(hasattr(encoder, p) for p in parts) and all(
+    return matches_installed() and all(hasattr(encoder, p) for p in parts) and all(
         all(hasattr(layer, p) for p in LAYER_PARTS) and all(hasattr(layer.attn, p) for p in ATTENTION_PARTS)
         for layer in encoder.layers)
 
@@ -82,9 +83,10 @@ class TokenLayout:
 
 def check_packable(encoder: Any) -> None:
     if encoder.training:  # attention dropout and checkpointing are the stock forward's: train through it
-        raise ValueError("packed_encode runs an encoder in eval mode only; call encoder.eval() first")
+        raise ValueError("the packed forward runs an encoder in eval mode only; call encoder.eval() first")
     if not packable(encoder):
-        raise ValueError(f"packed_encode runs transformers' ModernBERT with SDPA attention, not "
+        raise ValueError(f"the packed forward runs transformers' ModernBERT with SDPA attention (and its rotary "
+                         f"convention), not "
                          f"{type(encoder).__name__} ({getattr(encoder.config, '_attn_implementation', None)!r})")
 
 
@@ -115,7 +117,7 @@ def encode_rows(encoder: Any, input_ids: torch.Tensor, layout: TokenLayout, mask
         q, k, v = qkv.view(n, length, 3, width // attn.head_dim, attn.head_dim).unbind(dim=2)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         cos, sin = turned[layer.attention_type]
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        q, k = rotate_pointwise(q, cos, sin), rotate_pointwise(k, cos, sin)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=masks[layer.attention_type],
                                              scale=attn.head_dim ** -0.5)
         h = h + attn.Wo(layout.rows(out.transpose(1, 2).reshape(n * length, width)))
@@ -150,19 +152,3 @@ def head_layer_rows(layer: Any, x: torch.Tensor, layout: TokenLayout, key_mask: 
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=key_mask)
     x = x + attn.out_proj(layout.rows(out.transpose(1, 2).reshape(n * length, width)))
     return x + layer.linear2(F.relu(layer.linear1(layer.norm2(x))))
-
-
-def turned_sin(sin: torch.Tensor) -> torch.Tensor:
-    """sin with rotate_half's sign folded in: rotate_half(x) * sin == swap_halves(x) * turned_sin(sin)."""
-    half = sin.shape[-1] // 2
-    return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
-
-
-def rotate(x: torch.Tensor, cos: torch.Tensor, turned: torch.Tensor) -> torch.Tensor:
-    """transformers' apply_rotary_pos_emb for one of q, k [N, H, L, hd] (fp32 arithmetic, the same bits), as a
-    single vectorised pointwise pass over [.., 2, hd / 2]: its rotate_half is a cat that Inductor writes out as
-    four fp32 buffers per layer."""
-    halves = (2, x.shape[-1] // 2)
-    xf = x.float().unflatten(-1, halves)
-    out = xf * cos.unflatten(-1, halves)[:, None] + xf.flip(-2) * turned.unflatten(-1, halves)[:, None]
-    return out.flatten(-2).to(x.dtype)

@@ -38,6 +38,22 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return out.to(x.dtype)
 
 
+def turned_sin(sin: torch.Tensor) -> torch.Tensor:
+    """sin with rotate_half's sign folded in: rotate_half(x) * sin == swap_halves(x) * turned_sin(sin)."""
+    half = sin.shape[-1] // 2
+    return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+
+
+def rotate_pointwise(x: torch.Tensor, cos: torch.Tensor, turned: torch.Tensor) -> torch.Tensor:
+    """``_rotate`` for a compiled graph, q or k [N, H, L, hd] with cos / turned_sin(sin) [1, L, hd]: one
+    vectorised pointwise pass over [.., 2, hd / 2] (Inductor writes rotate_half's cat, or ``_rotate``'s slice
+    updates, out as separate fp32 buffers); the same products and sums, so the same bits."""
+    halves = (2, x.shape[-1] // 2)
+    xf = x.float().unflatten(-1, halves)
+    out = xf * cos.unflatten(-1, halves)[:, None] + xf.flip(-2) * turned.unflatten(-1, halves)[:, None]
+    return out.flatten(-2).to(x.dtype)
+
+
 _marks = threading.local()  # .outputs: {id: Wqkv output} of this thread whose q/k rows are in rotation pairs
 _pair_heads = True  # (benchmarks switch the paired layout off for their A/B)
 
@@ -100,8 +116,8 @@ def _modeling() -> Any:
 
 
 def matches_installed() -> bool:
-    """Whether ``apply_rotary`` gives the bits of transformers' current function (bf16 and fp32, odd strides);
-    checked once per function object."""
+    """Whether ``apply_rotary`` and ``rotate_pointwise`` give the bits of transformers' current function (bf16
+    and fp32, odd strides); checked once per function object."""
     global _checked
     module = _modeling()
     current = getattr(module, "apply_rotary_pos_emb", None)
@@ -117,7 +133,9 @@ def matches_installed() -> bool:
             try:
                 want = current(q, k, cos, sin, unsqueeze_dim=1)
                 got = apply_rotary(q, k, cos, sin, unsqueeze_dim=1)
-                ok = ok and all(w.dtype == g.dtype and torch.equal(w, g) for w, g in zip(want, got))
+                pointwise = tuple(rotate_pointwise(x, cos[:1], turned_sin(sin[:1])) for x in (q, k))
+                ok = ok and all(w.dtype == g.dtype == p.dtype and torch.equal(w, g) and torch.equal(w[:1], p[:1])
+                                for w, g, p in zip(want, got, pointwise))
             except Exception:  # noqa: BLE001 - another signature or semantics: keep transformers' own
                 ok = False
         _checked = (current, ok)

@@ -306,6 +306,21 @@ def test_run_compiled_passes_keyword_options_to_the_forward():
                         token_index=index) == {"token_index": index}
 
 
+def test_compiled_cpu_calls_run_packed_in_eval_and_stock_in_training(tiny_checkpoint, monkeypatch):
+    """The packed forward is eval-only: a model left in training mode (e.g. after finetuning) runs the stock one."""
+    import laya.backends.compile as compile_backend
+
+    agent = laya.load(tiny_checkpoint, device="cpu", compile=True, compile_warmup=False)
+    seen = []
+    monkeypatch.setattr(compile_backend, "run_compiled", lambda fn, tensors, *a, **options: seen.append(options))
+    tensors = (torch.tensor([[5, 6, 7, 0]]), torch.tensor([[1, 1, 1, 0]]))
+    agent.forward_backend.call(tensors)
+    assert set(seen[-1]) == {"token_index", "rotary"} and seen[-1]["token_index"].tolist() == [0, 1, 2]
+    agent.model.train()
+    agent.forward_backend.call(tensors)
+    assert seen[-1] == {}
+
+
 def test_legacy_compile_runs_on_the_cpu_and_matches_eager(tiny_checkpoint, fresh, monkeypatch):
     """compile=True keeps working on the CPU (Inductor C++) on the real tokens only (laya.packed_encoder); one
     graph serves both multi-row shapes. The slowest test here (~1 min on 2 cores): lazy compilation, a single graph."""

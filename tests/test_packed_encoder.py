@@ -85,19 +85,42 @@ def test_token_index_refuses_the_parallel_layout_and_an_encoder_mask(tiny_checkp
         agent.model.encode(ids, mask, qtype, encoder_mask=mask, token_index=real_tokens(mask))
 
 
-@pytest.mark.parametrize("lengths", [[1], [1, 7], [9, 9]])
+@pytest.mark.parametrize("lengths", [[1], [1, 7], [9, 9], [3, 20, 16, 11]])
 def test_a_decision_forward_with_token_index_matches_the_stock_one(tiny_checkpoint, lengths):
-    """One-token rows, a one-row batch, a batch without padding: the answers' logits are the stock forward's."""
+    """One-token rows, a one-row batch, a batch without padding, rows past the local window with slots padded to
+    16: the answers' logits are the stock forward's (each row its own question type and marker positions)."""
     agent = laya.load(tiny_checkpoint, device="cpu")
     ids, mask = padded_batch(agent, lengths)
-    marker_pos = torch.zeros(len(lengths), 1, dtype=torch.long)
-    marker_mask = torch.ones(len(lengths), 1, dtype=torch.bool)
-    qtype = torch.zeros(len(lengths), dtype=torch.long)
+    if len(lengths) == 4:
+        assert max(lengths) > 2 * agent.model.encoder.config.sliding_window
+        ids = torch.cat((ids, torch.full((4, 12), agent.tok.pad_token_id)), 1)  # slots up to 32, as compile pads
+        mask = torch.cat((mask, torch.zeros(4, 12, dtype=mask.dtype)), 1)
+    n = len(lengths)
+    marker_pos = torch.stack([torch.arange(2) * (length - 1) for length in lengths])  # first and last token
+    marker_mask = torch.ones(n, 2, dtype=torch.bool)
+    qtype = torch.arange(n) % 3
     with torch.no_grad():
         want = agent.model(ids, mask, marker_pos, marker_mask, qtype)
         got = agent.model(ids, mask, marker_pos, marker_mask, qtype, token_index=real_tokens(mask))
     for g, w in zip(got, want):
         assert torch.allclose(g, w, rtol=2e-6, atol=1e-5)  # fp32 GEMMs blocked over another row count
+
+
+def test_head_layer_rows_is_the_head_layer_with_several_heads():
+    """The tiny checkpoint's head has one head: a two-head layer pins the packed head's head layout."""
+    from laya.model import build_head_stack, head_layer
+    from laya.packed_encoder import TokenLayout, head_layer_rows
+
+    torch.manual_seed(0)
+    layer = build_head_stack(128, 1, dropout=0.0).layers[0].eval()
+    assert layer.self_attn.num_heads == 2
+    mask = torch.tensor([[1] * 5 + [0] * 3, [1] * 8, [1] * 2 + [0] * 6])
+    x = torch.randn(3, 8, 128)
+    index = real_tokens(mask)
+    with torch.no_grad():
+        want = head_layer(layer, x, ~mask.bool())[mask.bool()]
+        got = head_layer_rows(layer, x.reshape(-1, 128)[index], TokenLayout(mask, index), mask.bool()[:, None, None])
+    assert torch.allclose(got, want, rtol=0, atol=1e-5)
 
 
 def test_token_index_goes_through_the_packed_forward(tiny_checkpoint, monkeypatch):
@@ -122,11 +145,17 @@ def test_packable_refuses_other_attention_and_training(tiny_checkpoint):
     encoder.config._attn_implementation = "eager"  # packed attention is SDPA's: it would answer differently
     try:
         assert not packable(encoder)
-        with pytest.raises(ValueError, match=r"ModernBERT with SDPA attention, not ModernBertModel \('eager'\)"):
+        refusal = r"SDPA attention \(and its rotary convention\), not ModernBertModel \('eager'\)"
+        with pytest.raises(ValueError, match=refusal):
             packed_encode(encoder, ids, mask, real_tokens(mask))
     finally:
         encoder.config._attn_implementation = "sdpa"
     assert packable(encoder)
+    from laya import packed_encoder as module
+
+    with pytest.MonkeyPatch.context() as patch:  # transformers' rotary changed under us: the stock forward
+        patch.setattr(module, "matches_installed", lambda: False)
+        assert not packable(encoder)
     encoder.train()  # attention dropout and checkpointing live in the stock forward only
     with pytest.raises(ValueError, match="eval mode only"):
         packed_encode(encoder, ids, mask, real_tokens(mask))
@@ -137,7 +166,7 @@ def test_rotate_is_transformers_rotary_bit_for_bit(tiny_checkpoint, dtype):
     """The one-pass rotation (a swap of halves with the sign in sin) gives apply_rotary_pos_emb's exact values."""
     from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
 
-    from laya.packed_encoder import rotate, turned_sin
+    from laya.rotary import rotate_pointwise as rotate, turned_sin
 
     encoder = laya.load(tiny_checkpoint, device="cpu").model.encoder
     gen = torch.Generator().manual_seed(5)

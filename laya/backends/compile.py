@@ -330,7 +330,7 @@ class LegacyCompiled(Backend):
         if device == "cuda":
             return run_compiled(self.model, tensors, True, self.mark_steps)
         self._drop_stale_graphs()
-        if not (self.packed and device == "cpu"):
+        if not (self.packed and device == "cpu") or self.model.training:  # (the packed forward is eval-only)
             return run_compiled(self.model, tensors, False, False)
         mask = tensors[1]
         return run_compiled(self.model, tensors, False, False, token_index=real_tokens(mask),
