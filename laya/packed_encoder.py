@@ -1,5 +1,6 @@
-"""ModernBERT's encoder written for Inductor's CPU code: embeddings, norms, projections and the MLP run on the
-[T, d] rows that are not padding; only attention spreads them back into the padded [N, L] layout for SDPA.
+"""A ModernBERT DecisionModel's encoder and head layers written for Inductor's CPU code: embeddings, norms,
+projections and MLPs run on the [T, d] rows that are not padding; only attention spreads them back into the
+padded [N, L] layout for SDPA.
 
 In eval mode the arithmetic per token is the stock SDPA encoder's (the same modules, the same rotary arithmetic,
 SDPA with the broadcast masks); padding rows, whose outputs nothing reads, are no longer computed. The compiled
