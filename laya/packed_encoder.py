@@ -91,20 +91,10 @@ def check_packable(encoder: Any) -> None:
                          f"{type(encoder).__name__} ({getattr(encoder.config, '_attn_implementation', None)!r})")
 
 
-def packed_encode(encoder: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                  token_index: torch.Tensor | None = None, rotary: dict | None = None) -> torch.Tensor:
-    """The encoder's last hidden state [N, L, d] for `input_ids` [N, L]. With `token_index` (`real_tokens`) only
-    real tokens are computed and rows at padding positions are zero; without it every token slot is, as in the
-    stock forward. `rotary` is `rotary_tables(encoder, L, device)` (made here when None)."""
-    layout = TokenLayout(attention_mask, token_index)
-    masks = broadcast_masks(attention_mask, encoder.config.sliding_window)
-    rows = encode_rows(encoder, input_ids, layout, masks, rotary)
-    return layout.spread(rows).view(layout.n, layout.length, -1)
-
-
 def encode_rows(encoder: Any, input_ids: torch.Tensor, layout: TokenLayout, masks: dict,
                 rotary: dict | None) -> torch.Tensor:
-    """The encoder's last hidden state on `layout`'s rows [T, d]; attention runs over the padded slots."""
+    """The encoder's last hidden state on `layout`'s rows [T, d]; attention runs over the padded slots. `rotary` is
+    `rotary_tables(encoder, L, device)` (made here when None)."""
     check_packable(encoder)
     n, length = layout.n, layout.length
     h = encoder.embeddings(input_ids=layout.rows(input_ids.reshape(-1)))  # [T, d]

@@ -4,7 +4,15 @@ import pytest
 import torch
 
 import laya
-from laya.packed_encoder import packable, packed_encode, real_tokens, rotary_tables
+from laya.model import broadcast_masks
+from laya.packed_encoder import TokenLayout, encode_rows, packable, real_tokens, rotary_tables
+
+
+def packed_encode(encoder, input_ids, attention_mask, token_index=None, rotary=None) -> torch.Tensor:
+    """The packed encoder's last hidden state laid out as the stock one's, [N, L, d]."""
+    layout = TokenLayout(attention_mask, token_index)
+    masks = broadcast_masks(attention_mask, encoder.config.sliding_window)
+    return layout.spread(encode_rows(encoder, input_ids, layout, masks, rotary)).view(layout.n, layout.length, -1)
 
 
 def padded_batch(agent, lengths: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
