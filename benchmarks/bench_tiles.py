@@ -65,13 +65,23 @@ LARGE = [dict(bm=128, bn=256, bk=64, stages=3, threads=256),  # the fast path's 
          dict(bm=256, bn=128, bk=64, stages=3, threads=256),
          dict(bm=128, bn=128, bk=64, stages=4, threads=256),
          dict(bm=128, bn=256, bk=32, stages=4, threads=256),
-         dict(bm=128, bn=128, bk=64, stages=3, threads=256)]
+         dict(bm=128, bn=128, bk=64, stages=3, threads=256),
+         # two blocks per SM: one block's epilogue (and prologue) overlaps the other's MMAs
+         dict(bm=128, bn=128, bk=64, stages=2, threads=256, min_blocks=2),
+         dict(bm=128, bn=128, bk=32, stages=4, threads=256, min_blocks=2),
+         dict(bm=128, bn=128, bk=64, stages=3, threads=256, min_blocks=2),
+         dict(bm=128, bn=128, bk=64, stages=2, threads=128, min_blocks=2)]
 GEGLU_LARGE = [dict(bm=128, bn=128, bk=64, stages=3, threads=256),  # "large" so far
                dict(bm=128, bn=128, bk=64, stages=4, threads=256),
                dict(bm=128, bn=64, bk=64, stages=4, threads=256),
                dict(bm=256, bn=64, bk=64, stages=3, threads=256),
                dict(bm=128, bn=128, bk=32, stages=4, threads=256),
-               dict(bm=64, bn=256, bk=64, stages=3, threads=256)]
+               dict(bm=64, bn=256, bk=64, stages=3, threads=256),
+               dict(bm=128, bn=64, bk=64, stages=3, threads=256, min_blocks=2),
+               dict(bm=128, bn=64, bk=64, stages=2, threads=256, min_blocks=2),
+               dict(bm=128, bn=64, bk=32, stages=4, threads=256, min_blocks=2),
+               dict(bm=64, bn=128, bk=64, stages=2, threads=128, min_blocks=2),
+               dict(bm=128, bn=64, bk=64, stages=2, threads=128, min_blocks=2)]
 GEGLU = [dict(bm=64, bn=32, bk=128, stages=2, threads=128),  # "small" so far
          dict(bm=128, bn=128, bk=64, stages=3, threads=256),  # "large"
          dict(bm=128, bn=32, bk=128, stages=2, threads=128),

@@ -74,7 +74,7 @@ def with_tiles(table: dict, entries: dict) -> dict:
 # a kernel request's tuned tile; without them, its defaults
 TILE_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks", "prefetch", "release")
 # the keys each kind's kernels take (a key a kernel refuses would silently send it back to its default tile)
-_GEMM_KEYS = ("bm", "bn", "bk", "stages", "threads", "prefetch", "release", "splits", "cublas")
+_GEMM_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks", "prefetch", "release", "splits", "cublas")
 _KIND_KEYS = {"rope": ("bm", "threads"), "add_ln": ("bm", "threads", "release"),
               "attn_full": ("bm", "bn", "stages", "threads", "min_blocks", "release")}
 _KIND_KEYS["attn_window"] = _KIND_KEYS["attn_full"]

@@ -478,13 +478,15 @@ def _gemm_kernel(
     dtype="bfloat16",
     prefetch=0,
     release=False,
+    min_blocks=1,
     *,
     cpu=False,
 ):
     """``C[M,N] = act(A[M,K] @ W[N,K]^T (+ Bv[N]))``; kernel args ``(A, W, Bv, C)``.
 
     ``Bv`` (fp32) is always passed and ignored when ``bias=False``.  Pipelined over K.
-    ``prefetch``/``release``: ``_weight_prefetch`` blocks and ``_Spec.chain``'s early release.
+    ``prefetch``/``release``: ``_weight_prefetch`` blocks and ``_Spec.chain``'s early release;
+    ``min_blocks``: resident blocks per SM (``_occupancy``).
     """
     _check_dtype(dtype, cpu)
     if act not in _ACTS:
@@ -495,6 +497,7 @@ def _gemm_kernel(
     M = T.dynamic("m")
     k_loop = _k_loop(bk, stages)
     prefetch_w = _weight_prefetch(N, K, -(-N // bn), prefetch, threads, cpu)
+    occupy = _occupancy(min_blocks, threads, cpu)
 
     @T.prim_func
     def gemm(
@@ -504,6 +507,7 @@ def _gemm_kernel(
         C: T.Tensor((M, N), dtype),
     ):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            occupy()
             prefetch_w(W)
             S.chain(release)
             A_s = S.tile((bm, bk), dtype)
@@ -539,6 +543,7 @@ def _gemm_splitk_kernel(
     dtype="bfloat16",
     prefetch=0,
     release=False,
+    min_blocks=1,
     *,
     cpu=False,
 ):
@@ -560,6 +565,7 @@ def _gemm_splitk_kernel(
     steps = math.ceil(math.ceil(K / splits) / bk)
     k_loop = _k_loop(bk, stages)
     prefetch_w = _weight_prefetch(N, K, -(-N // bn), prefetch, threads, cpu, z=True)
+    occupy = _occupancy(min_blocks, threads, cpu)
 
     @T.prim_func
     def gemm_splitk(
@@ -569,6 +575,7 @@ def _gemm_splitk_kernel(
         P: T.Tensor((splits, M, N), "float32"),
     ):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), splits, threads=threads) as (bx, by, bz):
+            occupy()
             prefetch_w(W)
             S.chain(release)
             A_s = S.tile((bm, bk), dtype)
@@ -604,17 +611,19 @@ def _gemm_geglu_kernel(
     dtype="bfloat16",
     prefetch=0,
     release=False,
+    min_blocks=1,
     *,
     cpu=False,
 ):
     """``C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)``; kernel args ``(A[M,K], W[2F,K], C[M,F])``.
-    ``prefetch``/``release`` as ``gemm_kernel``'s."""
+    ``prefetch``/``release``/``min_blocks`` as ``gemm_kernel``'s."""
     _check_dtype(dtype, cpu)
     import tilelang.language as T
 
     S = _Spec(cpu)
     M = T.dynamic("m")
     prefetch_w = _weight_prefetch(2 * F, K, -(-F // bn), prefetch, threads, cpu)
+    occupy = _occupancy(min_blocks, threads, cpu)
 
     @T.prim_func
     def gemm_geglu(
@@ -623,6 +632,7 @@ def _gemm_geglu_kernel(
         C: T.Tensor((M, F), dtype),
     ):
         with T.Kernel(T.ceildiv(F, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
+            occupy()
             prefetch_w(W)
             S.chain(release)
             A_s = S.tile((bm, bk), dtype)

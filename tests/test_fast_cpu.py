@@ -538,6 +538,19 @@ def test_occupancy_annotations_only_when_asked_and_only_on_the_gpu(varlen):
         assert "min_blocks_per_sm" not in plain and "reg_alloc" not in plain
 
 
+@pytest.mark.parametrize("factory,args", [("gemm_kernel", (64, 64)), ("gemm_splitk_kernel", (64, 64, 2)),
+                                          ("gemm_geglu_kernel", (64, 64))])
+def test_gemm_occupancy_annotations_only_when_asked_and_only_on_the_gpu(factory, args):
+    def script(**kw):
+        return getattr(K, factory).get_tir(*args, **kw).script()
+
+    occupied = script(bm=128, bn=128, bk=64, stages=2, threads=256, min_blocks=2)
+    assert "min_blocks_per_sm" in occupied and "annotate_consumer_reg_alloc" in occupied
+    assert "104" in occupied  # consumer_registers(2, 256)
+    for plain in (script(), script(min_blocks=2, cpu=True, dtype="float32")):
+        assert "min_blocks_per_sm" not in plain and "reg_alloc" not in plain
+
+
 @needs_cuda
 @pytest.mark.parametrize("window", [0, 17])
 @pytest.mark.parametrize("tile", OCCUPANCY_TILES)
@@ -566,6 +579,38 @@ def test_attn_dense_gpu_with_several_blocks_per_sm(window):
     K.attn_kernel(None, None, AH, ADh, window=window, **ATTN_OCCUPIED)(qg, lens.cuda(), O)
     assert torch.isfinite(O).all() and torch.count_nonzero(O[2]) == 0
     assert valid_rows_err(O.cpu(), ref_attn(qc.view(qkv.shape), lens, window), lens) < TOL_GPU_ATTN
+
+
+@needs_cuda
+@pytest.mark.parametrize("factory,tile", [
+    ("gemm_kernel", dict(bm=128, bn=128, bk=64, stages=2, threads=256)),
+    ("gemm_kernel", dict(bm=128, bn=128, bk=64, stages=2, threads=128)),
+    ("gemm_splitk_kernel", dict(bm=128, bn=128, bk=64, stages=2, threads=256)),
+    ("gemm_geglu_kernel", dict(bm=128, bn=64, bk=64, stages=3, threads=256)),
+])
+def test_gemms_with_two_blocks_per_sm_give_the_same_bits(factory, tile):
+    # a smaller register budget per block must neither hang nor change the results: same tile, same MMA order
+    r = gen(41)
+    M, N, Kd = 300, 200, 136  # ragged in every dimension
+    A = r(M, Kd).to(torch.bfloat16).cuda()
+    W = r(2 * N if factory == "gemm_geglu_kernel" else N, Kd, scale=0.1).to(torch.bfloat16).cuda()
+    b = r(N).cuda()
+
+    def run(**kw):
+        if factory == "gemm_geglu_kernel":
+            out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            K.gemm_geglu_kernel(N, Kd, **tile, **kw)(A, W, out)
+        elif factory == "gemm_splitk_kernel":
+            out = torch.full((2, M, N), float("nan"), device="cuda")
+            K.gemm_splitk_kernel(N, Kd, 2, bias=True, **tile, **kw)(A, W, b, out)
+        else:
+            out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+            K.gemm_kernel(N, Kd, bias=True, **tile, **kw)(A, W, b, out)
+        return out.cpu()
+
+    one, two = run(), run(min_blocks=2)
+    assert torch.isfinite(two).all()
+    assert torch.equal(one, two)
 
 
 # Weight prefetch before the PDL wait, and the early release of the next kernel (both off by default).

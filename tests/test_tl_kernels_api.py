@@ -14,14 +14,15 @@ EXPECTED = {
     "gemm_kernel": (
         ["N", "K"],
         dict(bias=False, act="none", bm=64, bn=128, bk=64, stages=3, threads=128, dtype="bfloat16", prefetch=0,
-             release=False),
+             release=False, min_blocks=1),
     ),
     "gemm_splitk_kernel": (
         ["N", "K", "splits"],
-        dict(bias=False, bm=64, bn=64, bk=128, stages=3, threads=128, dtype="bfloat16", prefetch=0, release=False),
+        dict(bias=False, bm=64, bn=64, bk=128, stages=3, threads=128, dtype="bfloat16", prefetch=0, release=False,
+             min_blocks=1),
     ),
     "gemm_geglu_kernel": (["F", "K"], dict(bm=64, bn=64, bk=64, stages=2, threads=128, dtype="bfloat16", prefetch=0,
-                                            release=False)),
+                                            release=False, min_blocks=1)),
     "add_ln_kernel": (["D"], dict(residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16",
                                   splits=0, release=False)),
     "add_ln_quant_kernel": (["D"], dict(residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16",
@@ -105,6 +106,10 @@ def test_bad_options_raise():
         K.attn_varlen_kernel.get_tir(64, 2, 64, min_blocks=0)
     with pytest.raises(ValueError, match="min_blocks=4 blocks of 256 threads leave each consumer thread 48 registers"):
         K.attn_varlen_kernel.get_tir(64, 2, 64, bm=128, threads=256, min_blocks=4)
+    with pytest.raises(ValueError, match="min_blocks must be >= 1, got 0"):
+        K.gemm_geglu_kernel.get_tir(64, 64, min_blocks=0)
+    with pytest.raises(ValueError, match="min_blocks=4 blocks of 256 threads leave each consumer thread 48 registers"):
+        K.gemm_kernel.get_tir(64, 64, bm=128, threads=256, min_blocks=4)
 
 
 def test_consumer_registers_fit_the_blocks_asked_for():
