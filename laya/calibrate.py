@@ -229,7 +229,7 @@ def fit_temperature_map(records: Sequence[Record], compute_ece: bool = False, se
             by_options[bucket] = _fit_entry(pairs, min_bucket_n, bucket, clamped)
     out = {"temperature": temperature, "temperature_by_options": by_options, "n_by_bucket": counts,
            "temperature_clamped": clamped}
-    if check_on:
+    if compute_ece:  # (too few records to hold any out: a report on none, n_eval 0)
         unseen = sorted({temp_bucket(q, k) for q, _, _, k in check_on} - set(counts))
         evaluated = [r for r in check_on if temp_bucket(r[0], r[3]) not in unseen]
         out["report"] = {"ece_before": ece_score(*predictions(evaluated)),

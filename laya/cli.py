@@ -248,7 +248,9 @@ def interactive(args: argparse.Namespace) -> int:
 def read_batch_lines(source: str) -> list[str]:
     """Stripped non-blank lines of a UTF-8 file ('-' = stdin)."""
     if source == "-":
-        return [line.strip() for line in sys.stdin if line.strip()]
+        raw = getattr(sys.stdin, "buffer", None)  # UTF-8 whatever the locale (a replaced stdin may have no bytes)
+        lines = raw.read().decode("utf-8").splitlines() if raw is not None else sys.stdin
+        return [line.strip() for line in lines if line.strip()]
     with open(source, encoding="utf-8") as f:
         return [line.strip() for line in f if line.strip()]
 

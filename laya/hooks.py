@@ -439,13 +439,10 @@ def run_coroutine_sync(coro: Any, loop: Any = None) -> Any:
 
         coro = as_coroutine()
     if loop is not None:
-        if not loop.is_running() or loop.is_closed():
+        # R-HK-5 gives one text for both: waiting on the calling thread's own loop would deadlock
+        if not loop.is_running() or loop.is_closed() or _same_thread(loop):
             coro.close()
             raise ValueError("run_coroutine_sync: the loop passed is not running")
-        if _same_thread(loop):
-            coro.close()
-            raise ValueError("run_coroutine_sync: the loop passed runs in the calling thread; waiting on it "
-                             "would deadlock (await the coroutine there instead)")
         return asyncio.run_coroutine_threadsafe(coro, loop).result()
     try:
         asyncio.get_running_loop()

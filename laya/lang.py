@@ -44,12 +44,12 @@ PATH_KEY_MAX_CHARS = 128
 PATH_KEY_MAX_BITS = 63
 
 _IDENTIFIER = re.compile(r"(?<![\w-])[\w-]++(?:[.@][\w-]++)+")  # possessive: no backtracking inside a word
-_WORD = re.compile(r"[^\W\d_]+")
 _CODE = re.compile(r"[=;{}\[\]]|\w\(")
 _JOINED_TOKEN = re.compile(r"[^\W_][._/\\][^\W_]")
 _SCRIPT_ORDER = sorted(SCRIPT_RANGES)
 _SCRIPT_STARTS = [first for first, _, _ in _SCRIPT_ORDER]
 _NEWER_STARTS = [first for first, _ in NEWER_LETTER_RANGES]
+_WORD_OR_NEWER = re.compile(r"(?:[^\W\d_]|[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in NEWER_LETTER_RANGES) + "])+")
 
 
 # ---- text extraction (R-LANG-6, R-LANG-4 paths) -------------------------------------------------------------
@@ -205,11 +205,30 @@ class _Guess:
     reason: str
 
 
+def _letter_runs(text: str) -> list[tuple[int, int]]:
+    """Spans of the maximal runs of letters (R-LANG-7's letters: no digits, underscores or other numerics)."""
+    spans = []
+    for m in _WORD_OR_NEWER.finditer(text):
+        if m.group().isalpha():
+            spans.append(m.span())
+            continue
+        start = None
+        for i in range(m.start(), m.end()):
+            if letter_script(text[i]) is not None:
+                start = i if start is None else start
+            elif start is not None:
+                spans.append((start, i))
+                start = None
+        if start is not None:
+            spans.append((start, m.end()))
+    return spans
+
+
 def _words_and_rate(text: str) -> tuple[list[str], float]:
     lowered = _IDENTIFIER.sub(" ", text).replace("İ", "i").lower()
     accented = sum(n for ch, n in Counter(lowered).items() if ch in NON_ENGLISH_LETTERS)
     rate = accented / len(lowered) if lowered else 0.0
-    return _WORD.findall(lowered), rate
+    return [lowered[a:b] for a, b in _letter_runs(lowered)], rate
 
 
 def _score(counts: Counter, language: str) -> int:
@@ -287,15 +306,15 @@ def _shouted_evidence(g: _Guess, language: str) -> bool:
     return g.rate >= NON_EN_DIACRITIC_RATE or any(len(w) >= SHOUTED_STOP_WORD and w in stops for w in g.words)
 
 
-def _caps_runs(text: str) -> list[re.Match]:
-    return [m for m in _WORD.finditer(text) if len(m.group()) >= 2 and all(ch.isupper() for ch in m.group())]
+def _caps_runs(text: str) -> list[tuple[int, int]]:
+    return [(a, b) for a, b in _letter_runs(text) if b - a >= 2 and all(ch.isupper() for ch in text[a:b])]
 
 
-def _blank(text: str, runs: list[re.Match]) -> str:
+def _blank(text: str, runs: list[tuple[int, int]]) -> str:
     out, last = [], 0
-    for m in runs:
-        out += [text[last:m.start()], " "]
-        last = m.end()
+    for a, b in runs:
+        out += [text[last:a], " "]
+        last = b
     return "".join(out) + text[last:]
 
 
@@ -321,7 +340,7 @@ def _caps_checked(text: str, g: _Guess) -> tuple[str | None, str]:
     if _is_shouted(text):
         return (g.language, g.reason) if _shouted_evidence(g, g.language) else (None, "caps_veto")
     runs = _caps_runs(text)
-    if runs and all(len(m.group()) < CAPS_RUN_KEEP for m in runs):
+    if runs and all(b - a < CAPS_RUN_KEEP for a, b in runs):
         return _guess(_blank(text, runs)).language, "caps_filtered"
     return g.language, g.reason
 
@@ -498,7 +517,7 @@ def evidence(state: Any) -> dict:
     return {"scanned_chars": len(text), "letters": sum(letters.values()), "words": len(words),
             "scores": {lang: n for lang, n in scores.items() if n}, "evidenced": evidenced,
             "diacritic_rate": rate, "shouted": _is_shouted(text), "non_latin_word": _has_non_latin_word(text, letters),
-            "caps_runs": [m.group() for m in _caps_runs(text)],
+            "caps_runs": [text[a:b] for a, b in _caps_runs(text)],
             "thresholds": {"non_en_diacritic_rate": NON_EN_DIACRITIC_RATE,
                            "english_rescue_diacritic_rate": ENGLISH_RESCUE_DIACRITIC_RATE,
                            "non_latin_fraction": NON_LATIN_FRACTION, "non_latin_min_fraction": NON_LATIN_MIN_FRACTION,

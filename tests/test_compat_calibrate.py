@@ -181,6 +181,8 @@ def test_temperature_map_keys_and_seed():
     report = fit_temperature_map(rec, compute_ece=True, seed=None)["report"]
     assert set(report) == {"ece_before", "ece_after", "n", "n_eval", "buckets_excluded_from_eval"}
     assert report["n"] == 200 and report["n_eval"] == 40
+    few = fit_temperature_map(rec[:5], compute_ece=True)["report"]  # R-CAL-6: compute_ece always reports
+    assert few["n"] == 5 and few["n_eval"] == 0 and set(few) == set(report)
     for bad in (-1, 2 ** 32, 1.5, True, "1"):
         with pytest.raises(ValueError, match="seed"):
             fit_temperature_map(rec, seed=bad)

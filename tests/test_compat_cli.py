@@ -293,3 +293,21 @@ def test_train_and_eval_subcommands(monkeypatch, capsys):
     monkeypatch.setattr(cli, "evals_main", lambda: (lambda argv: seen.append(argv) or 0))
     assert cli.main(["eval", "validate", "x.jsonl"]) == 0 and seen == [["validate", "x.jsonl"]]
     assert cli.main(["train", "--data", "missing.jsonl", "--dry-run"]) == 2
+
+
+def test_read_batch_lines_reads_utf8_from_stdin_whatever_the_locale(tmp_path, monkeypatch):
+    # R-CLI-10: '-' = stdin, UTF-8, stripped non-blank lines
+    import os
+    import subprocess
+    import sys
+
+    code = "import laya.cli as c; print(ascii(c.read_batch_lines('-')))"
+    env = {**os.environ, "PYTHONIOENCODING": "latin-1"}
+    out = subprocess.run([sys.executable, "-c", code], input="  Olá señor \n\n  \nпривет\n".encode("utf-8"),
+                         capture_output=True, env=env, check=True).stdout.decode()
+    assert out.strip() == ascii(["Olá señor", "привет"])
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a\n\n b \n"))  # a replaced stdin without bytes
+    assert cli.read_batch_lines("-") == ["a", "b"]
+    path = tmp_path / "lines.txt"
+    path.write_text(" x \n\ny\n", encoding="utf-8")
+    assert cli.read_batch_lines(str(path)) == ["x", "y"]

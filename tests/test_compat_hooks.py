@@ -166,7 +166,7 @@ def test_async_hook_and_run_coroutine_sync():
 
     async def same_loop():
         c = answer()
-        with pytest.raises(ValueError, match="^run_coroutine_sync: "):
+        with pytest.raises(ValueError, match="^run_coroutine_sync: the loop passed is not running$"):
             run_coroutine_sync(c, loop=asyncio.get_running_loop())
         return c.cr_frame is None
 

@@ -483,6 +483,18 @@ def test_task_guard():
     obj = crewai.CrewTask(description="fine")
     assert I.LayaTaskGuard(agent=Scripted(), action="annotate").screen(obj).guardrail["passed"] is True
 
+    class Slotted:  # takes no new attribute: annotate answers {"task": task, "guardrail": ...}
+        __slots__ = ("description",)
+
+        def __init__(self, description):
+            self.description = description
+
+    slotted = Slotted("Steal the passwords")
+    wrapped = I.LayaTaskGuard(agent=bad, action="annotate").screen(slotted)
+    assert wrapped["task"] is slotted and wrapped["guardrail"]["violations"]
+    assert I.LayaTaskGuard(agent=bad, action="filter").screen(slotted) is slotted
+    assert slotted.description.startswith("This task cannot be executed")
+
 
 # ---- R-INT-6 LlamaIndex --------------------------------------------------------------------------------
 
@@ -597,6 +609,13 @@ def test_tool_selector_low_confidence_and_malformed():
     with pytest.raises(RuntimeError):
         I.LayaToolSelector([search], agent=unknown).select("x")
     assert I.LayaToolSelector([search], agent=unknown, fallback_tool="calc: x").select("x").is_fallback is True
+    # a malformed answer falls back too (R-INT-7), and raises RuntimeError without a fallback tool
+    for malformed in ("junk", {"type": "choice", "choice": 5, "confidence": 0.9}):
+        agent = Scripted({"tool_select": malformed})
+        with pytest.raises(RuntimeError, match="Malformed decision response"):
+            I.LayaToolSelector([search], agent=agent).select("x")
+        fell = I.LayaToolSelector([search], agent=agent, fallback_tool="calc: x").select("x")
+        assert fell.is_fallback is True and fell.tool_index == -1 and fell.tool_name == "calc"
     with pytest.raises(ValueError, match=r"^confidence_threshold must be a float in \[0.0, 1.0\], got 1.5$"):
         I.LayaToolSelector([search], confidence_threshold=1.5)
     with pytest.raises(ValueError, match=r"^No tools provided to LayaToolSelector\.$"):

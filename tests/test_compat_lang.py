@@ -370,3 +370,10 @@ def test_lang_is_torch_free():
     probe = "import sys, laya.lang; laya.lang.analyse('hola amigo'); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_words_are_runs_of_letters_only():
+    # R-LANG-11 / R-LANG-7: superscripts, fractions and Roman numerals are numerics, not letters, so they split words
+    assert analyse("hola ² ³ ¹", explain=True)["diagnostic"]["reason"] == "insufficient_words"
+    assert lang.latin_profile("the² the the thing")["english_hits"] == lang.latin_profile("the the the thing")["english_hits"]
+    assert [w for w in lang._words_and_rate("x½y Ⅷ a_b c3d")[0]] == ["x", "y", "a", "b", "c", "d"]

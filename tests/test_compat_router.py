@@ -383,6 +383,16 @@ def test_near_typo_names_warn_at_the_callers_line(name, builtin):
         assert [(w.category, str(w.message), w.filename) for w in caught] == [(RuntimeWarning, text, __file__)]
 
 
+def test_only_a_new_near_typo_name_warns():
+    r = Router()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r.register("englsh", "org/x")
+        r.register("englsh", "org/y")  # re-pointing a name already registered
+        r.attach("englsh", Stub())
+    assert len(caught) == 1 and r.models["englsh"] == "org/y"
+
+
 @pytest.mark.parametrize("name", ["enlgsih", "mlx", "multii", "english", "en", "support"])
 def test_no_typo_warning(name):
     with warnings.catch_warnings(record=True) as caught:
@@ -400,6 +410,7 @@ def test_attach_any_object_and_sourceless_names():
     assert r.max_loaded == 2 and sorted(r.loaded) == ["english", "mine"]
     assert r.registered == {"mine": {"source": None, "description": None}} and r.models["mine"] is None
     r.unload("mine")
+    assert r.attach("none", None) is None and r.load("none") is None  # any object: None too is resident
     with pytest.raises(ValueError) as e:
         r.load("mine")
     assert str(e.value) == ("checkpoint 'mine' has no source to load from: it was attached as a built Agent and is no "

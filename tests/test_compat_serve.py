@@ -536,3 +536,24 @@ def test_served_router_gates_what_an_attached_agent_returns(agent):
         assert (answer["low_confidence"], answer["abstention"], answer["abstention_threshold"]) == \
             (True, "abstained", 0.5)
     assert "abstention" not in plain.json()["answers"]["urgent"]
+
+
+@pytest.mark.parametrize("preference", ["auto", "AUTO", " Auto "])
+def test_health_never_shows_auto(monkeypatch, preference):
+    # R-HTTP-1: "Our device: 'auto' goes" -- an automatic preference (flag or LAYA_DEVICE) shows the detected device
+    from laya.mcp.device import resolve_device
+    from laya.serve import ServeConfig
+
+    class Empty:
+        def predict(self, state, questions, **kwargs):
+            return {"answers": {}}
+
+    monkeypatch.delenv("LAYA_DEVICE", raising=False)
+    detected = resolve_device()
+    with TestClient(create_app(Empty(), cfg=ServeConfig(device=preference))) as c:
+        assert c.get("/health").json()["device"] == detected
+    monkeypatch.setenv("LAYA_DEVICE", preference)
+    with TestClient(create_app(Empty())) as c:
+        assert c.get("/health").json()["device"] == detected
+    with TestClient(create_app(Empty(), cfg=ServeConfig(device=" CPU "))) as c:
+        assert c.get("/health").json()["device"] == "cpu"

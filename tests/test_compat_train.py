@@ -100,7 +100,16 @@ def test_dry_run_keys(tiny_checkpoint, tmp_path):
     assert set(out) == {"data", "rows_read", "valid_items", "train_items", "calibration_items", "effective_batch",
                         "optimizer_updates", "skipped", "max_len", "head_max_len"}
     assert (out["rows_read"], out["valid_items"], out["train_items"], out["calibration_items"]) == (30, 30, 27, 3)
-    assert out["effective_batch"] == 64 and out["optimizer_updates"] == 4
+    assert out["effective_batch"] == 64 and out["optimizer_updates"] == 4 and out["skipped"] == {}
+    # rows and questions that cannot be used are counted under skipped (the keys of items_from_rows), not fatal
+    bad = rows + [{"state": "no answer", "questions": {"urgent": {"type": "noul", "instructions": "Urgent?"}}},
+                  {"state": "odd", "questions": {"u": {"type": "nope", "instructions": "?"}}, "expected": {"u": 1}},
+                  {"state": "off", "questions": {"u": {"type": "noul", "instructions": "?"}}, "expected": {"u": "x"}},
+                  {"questions": {}}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in bad))
+    out = T.dry_run(str(path), tiny_checkpoint)
+    assert (out["rows_read"], out["valid_items"]) == (34, 30)
+    assert out["skipped"] == {"no_target": 1, "invalid_question": 1, "invalid_target": 1, "bad_row": 1}
     sig = inspect.signature(T.finetune)
     assert list(sig.parameters) == ["data", "model_dir", "output_dir", "config", "device"]
     assert sig.parameters["device"].default == "auto"
@@ -120,6 +129,13 @@ def test_finetune_summary_keys(tiny_checkpoint, tmp_path):
                         "train_report", "output_dir"}
     assert (out["train_items"], out["calibration_items"], out["eval_items"]) == (22, 2, 0)
     assert len(out["temperature"]) == 3 and len(out["epoch_loss"]) == 1 and out["output_dir"] == str(tmp_path / "run")
+    # the run leaves the calibration record laya-evals evidence reads (R-EV-8): 2 noul records, too thin
+    from laya import evidence
+
+    saved = json.loads((tmp_path / "run" / "rl_agent_config.json").read_text())
+    block = saved["training"]["laya_train_calibration"]
+    assert block["types"] == {"noul": {"n": 2}} and block["n"] == 2
+    assert evidence.inspect_calibration(saved)["state"] == evidence.INSUFFICIENT
 
 
 def test_rows_items_and_encoding(tok, tmp_path):

@@ -129,10 +129,13 @@ class LayaTaskGuard(Screen):
     def _set(self, task: Any, name: str, value: Any) -> Any:
         if isinstance(task, dict):
             return {**task, name: value}
-        if isinstance(task, str):
-            return value if name == "description" else {"task": task, name: value}
-        setattr(task, name, value)
-        return task
+        if not isinstance(task, str):
+            try:
+                setattr(task, name, value)
+                return task
+            except (AttributeError, TypeError, ValueError):  # __slots__ or frozen: the string form's answer
+                pass
+        return value if name == "description" else {"task": task, name: value}
 
     def screen(self, task: Any) -> Any:
         found, result = self._violations(task_text(task))

@@ -37,10 +37,13 @@ class LayaControls:
     def _source(self) -> str:
         return Runner(self).source
 
+    def _predict(self, state: Any, questions: dict) -> Any:
+        self.last_decision = Runner(self).predict(state, questions)
+        return self.last_decision
+
     def _decide(self, state: Any, questions: dict) -> dict:
-        result = Runner(self).predict(state, questions)
+        result = self._predict(state, questions)
         check_answers(result, self._source)
-        self.last_decision = result
         return result
 
 

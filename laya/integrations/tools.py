@@ -12,7 +12,7 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
-from .controls import is_number
+from .controls import check_answers, is_number
 from .selection import LayaControls, LayaLowConfidenceError
 from .text import extract_text
 
@@ -114,7 +114,11 @@ class LayaToolSelector(LayaControls):
         criteria, names = self._options(tools)
         questions = {QUESTION_ID: {"type": "choice", "instructions": instructions or self.instructions,
                                    "criteria": criteria}}
-        result = self._decide(extract_text(state), questions)
+        result = self._predict(extract_text(state), questions)
+        try:
+            check_answers(result, self._source)
+        except RuntimeError as error:  # a malformed answer falls back like a missing one (R-INT-7)
+            return self._fallback("the decision response was malformed", None, {}, result, error)
         return self._decision(result, tools, names)
 
     def _decision(self, result: dict, tools: list, names: list) -> ToolRouteDecision:

@@ -11,9 +11,6 @@ from typing import Any
 from ..hooks import aggregate_usage
 from .calls import HookRun, answer_group
 
-REQUEST_KEYS = ("state", "questions", "model", "task", "lang", "lang_guess", "max_len", "head_max_len")
-
-
 def check_requests(requests: Any) -> list[dict]:
     """The requests of route_batch / predict_batch, checked before anything is routed or loaded."""
     if isinstance(requests, (str, bytes, bytearray, dict)) or not isinstance(requests, Sequence):
@@ -29,9 +26,6 @@ def check_requests(requests: Any) -> list[dict]:
             raise ValueError(f"request {i} is missing required key 'questions'")
         if not isinstance(r["questions"], dict):
             raise TypeError(f"request {i} 'questions' must be a dict, got {type(r['questions']).__name__}")
-        unknown = [k for k in r if k not in REQUEST_KEYS]
-        if unknown:
-            raise ValueError(f"request {i} has unknown keys {unknown}; allowed: {', '.join(REQUEST_KEYS)}")
     return list(requests)
 
 

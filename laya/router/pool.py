@@ -25,13 +25,14 @@ class AgentPool:
         self._generation: dict[str, int] = {}  # bumped when a name is re-pointed: stale builds are dropped
         self._notify = notify
 
-    def resident(self, name: str) -> Any:
-        """The agent for `name` when resident (touching its LRU place), else None."""
+    def resident(self, name: str, default: Any = None) -> Any:
+        """The agent for `name` when resident (touching its LRU place), else `default` (an attached agent may be
+        any object, None included)."""
         with self.lock:
-            agent = self._agents.get(name)
-            if agent is not None:
-                self._agents.move_to_end(name)
-            return agent
+            if name not in self._agents:
+                return default
+            self._agents.move_to_end(name)
+            return self._agents[name]
 
     def get(self, name: str, build: Callable[[], Any], report_errors: bool = True) -> Any:
         """The agent for `name`, calling `build()` once even when several threads ask at the same time."""

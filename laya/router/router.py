@@ -26,6 +26,9 @@ from .registry import (DEFAULT_MODELS, CheckpointRegistry, agent_class, check_ag
                        check_source, source_text, warn_near_builtin)
 
 
+_ABSENT = object()  # not resident (an attached agent may be None)
+
+
 def _questions_error(questions: Any) -> TypeError:
     return TypeError(f"questions must be a dict of question id -> definition, got {type(questions).__name__}")
 
@@ -102,7 +105,8 @@ class Router(HookRegistry, StructuredDecisions):
         """Point a built-in name (or alias) at another source, or add a new checkpoint name."""
         key = check_name(name)
         stored = check_source(key, source)
-        warn_near_builtin(key)
+        if self._registry.find(key) is None:  # only a new name is warned about (R-RT-11)
+            warn_near_builtin(key)
         with self._pool.lock:
             repointed = self._registry.add(key, stored, description)
             if self._env_digests is not None:
@@ -169,8 +173,8 @@ class Router(HookRegistry, StructuredDecisions):
         return self._load(name, report_errors=False)
 
     def _load(self, name: str, report_errors: bool) -> Any:
-        agent = self._pool.resident(name)
-        if agent is not None:
+        agent = self._pool.resident(name, _ABSENT)
+        if agent is not _ABSENT:
             return agent
         if self._registry.spec(name) is None:
             raise ValueError(f"checkpoint {name!r} has no source to load from: it was attached as a built Agent "

@@ -35,12 +35,24 @@ def description(router: Any, name: str) -> str | None:
     return describe(name) if callable(describe) else None
 
 
+def _is_auto(value: Any) -> bool:
+    return not value or str(value).strip().lower() in ("", "auto")
+
+
 def _preferred_device(resolve_device: Any, preference: Any) -> str:
-    """resolve_device(preference); a LAYA_DEVICE torch refuses is shown as set (startup refuses it for a Router)."""
+    """resolve_device(preference), "auto" (any case) meaning none; a LAYA_DEVICE torch refuses is shown as set
+    (startup refuses it for a Router), an "auto" one as the detected device."""
+    from ..mcp.device import _lower_type
+
     try:
-        return resolve_device(str(preference) if preference else None)
+        return resolve_device(None if _is_auto(preference) else _lower_type(str(preference).strip()))
     except ValueError:
-        return os.environ.get("LAYA_DEVICE", "").strip()
+        raw = os.environ.get("LAYA_DEVICE", "").strip()
+        if _is_auto(raw):
+            from ..mcp.device import _detected, _torch
+
+            return _detected(_torch())
+        return raw
 
 
 def health(router: Any, preference: Any = None) -> dict:

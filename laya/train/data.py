@@ -6,6 +6,7 @@ a model trained here sees the token rows the Agent will build.
 
 from __future__ import annotations
 
+import collections
 import csv
 import json
 import math
@@ -116,10 +117,13 @@ def target_from_expected(q: Question, expected_val: Any, label_smoothing: float 
     return target
 
 
-def load_gold_jsonl(path: str, smoothing: float = 0.0) -> list[Example]:
+def load_gold_jsonl(path: str, smoothing: float = 0.0, skipped: collections.Counter | None = None) -> list[Example]:
     """Rows `{"state", "questions": {qid: def}, "gold": {qid: {"probabilities": {...}}}}` (or
-    `"expected": {qid: answer}`); questions without gold are skipped."""
+    `"expected": {qid: answer}`); questions without gold are skipped.  With a `skipped` counter, rows and
+    questions that cannot be used are counted there (`bad_row`, `invalid_question`, `invalid_target`,
+    `no_target`, as `items_from_rows`) instead of raising."""
     examples = []
+    tally = skipped if skipped is not None else collections.Counter()
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
@@ -130,17 +134,33 @@ def load_gold_jsonl(path: str, smoothing: float = 0.0) -> list[Example]:
             except json.JSONDecodeError as e:
                 raise ValueError(f"{where}: not valid JSON ({e})") from None
             if not isinstance(row, dict) or "state" not in row or not isinstance(row.get("questions"), dict):
-                raise ValueError(f"{where}: each row needs 'state' and a 'questions' dict")
+                if skipped is None:
+                    raise ValueError(f"{where}: each row needs 'state' and a 'questions' dict")
+                tally["bad_row"] += 1
+                continue
             gold, expected = row.get("gold") or {}, row.get("expected") or {}
             for qid, definition in row["questions"].items():
-                q = check_question(qid, definition)
-                if qid in gold:
-                    entry = gold[qid]
-                    probs = entry.get("probabilities") if isinstance(entry, dict) else None
-                    target = target_from_probabilities(q, probs, where)
-                elif qid in expected:
-                    target = target_from_expected(q, expected[qid], smoothing)
-                else:
+                try:
+                    q = check_question(qid, definition)
+                except ValueError:
+                    if skipped is None:
+                        raise
+                    tally["invalid_question"] += 1
+                    continue
+                try:
+                    if qid in gold:
+                        entry = gold[qid]
+                        probs = entry.get("probabilities") if isinstance(entry, dict) else None
+                        target = target_from_probabilities(q, probs, where)
+                    elif qid in expected:
+                        target = target_from_expected(q, expected[qid], smoothing)
+                    else:
+                        tally["no_target"] += 1
+                        continue
+                except ValueError:
+                    if skipped is None:
+                        raise
+                    tally["invalid_target"] += 1
                     continue
                 examples.append(Example(row["state"], q, target))
     return examples
@@ -194,14 +214,15 @@ def is_text_label(path: str, text_column_given: bool = False) -> bool:
     return False
 
 
-def load_examples(path: str, text_column: str | None = None, **kwargs: Any) -> list[Example]:
+def load_examples(path: str, text_column: str | None = None, skipped: collections.Counter | None = None,
+                  **kwargs: Any) -> list[Example]:
     """Gold JSONL, unless a text column is named, the file is a CSV, or its first row has no 'questions'
-    dict (`is_text_label`)."""
+    dict (`is_text_label`).  `skipped`: as `load_gold_jsonl`'s (text + label rows skip nothing)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"training data {path} not found")
     if is_text_label(path, text_column is not None):
         return load_text_label(path, text_column or "text", **kwargs)
-    return load_gold_jsonl(path, kwargs.get("smoothing", 0.0))
+    return load_gold_jsonl(path, kwargs.get("smoothing", 0.0), skipped)
 
 
 def with_option_order(example: Example, order: list[int]) -> tuple[Question, np.ndarray]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 from typing import Any
@@ -33,7 +34,8 @@ def load_checkpoint(model_dir: str) -> tuple:
     return init_model(model_dir)
 
 
-def _read_items(data: Any, config: TrainConfig) -> list:
+def _read_items(data: Any, config: TrainConfig, skipped: collections.Counter | None = None) -> list:
+    """The examples of `data`; rows and questions that cannot be used are counted in `skipped`."""
     from .data import load_examples
 
     if not isinstance(data, str):
@@ -46,7 +48,7 @@ def _read_items(data: Any, config: TrainConfig) -> list:
 
     if is_text_label(data, config.text_column != "text"):
         return load_examples(data, **text_label)
-    return load_examples(data, smoothing=config.label_smoothing)
+    return load_examples(data, smoothing=config.label_smoothing, skipped=skipped)
 
 
 def _rows_read(data: Any) -> int:
@@ -71,7 +73,8 @@ def dry_run(data: Any, model_dir: str, config: TrainConfig | None = None) -> dic
     from .loop import split_calibration
 
     config = (config or TrainConfig()).validate()
-    items = _read_items(data, config)
+    skipped: collections.Counter = collections.Counter()
+    items = _read_items(data, config, skipped)
     if config.eval_data:
         train, calib = items, _read_items(config.eval_data, config)
     else:
@@ -82,7 +85,7 @@ def dry_run(data: Any, model_dir: str, config: TrainConfig | None = None) -> dic
             "effective_batch": config.micro_batch * config.grad_accum,
             "optimizer_updates": config.max_steps or optimizer_updates(len(train), config.micro_batch,
                                                                        config.grad_accum, config.epochs),
-            "skipped": {}, "max_len": max_len, "head_max_len": head_max_len}
+            "skipped": dict(skipped), "max_len": max_len, "head_max_len": head_max_len}
 
 
 def _epoch_losses(output_dir: str) -> list[float]:
@@ -107,14 +110,15 @@ def finetune(data: Any, model_dir: str, output_dir: str, config: TrainConfig | N
     from .loop import train
 
     config = dataclasses.replace(config or TrainConfig(), device=str(device) if device is not None else "auto")
-    items = _read_items(data, config)
+    skipped: collections.Counter = collections.Counter()
+    items = _read_items(data, config, skipped)
     calib = _read_items(config.eval_data, config) if config.eval_data else None
     meta = train(items, base=model_dir, out_dir=output_dir, config=config, calib_data=calib)
     with open(os.path.join(output_dir, "rl_agent_config.json"), encoding="utf-8") as f:
         saved = json.load(f)
     fit = meta["temperature_fit"]
     return {"train_items": meta["train_examples"], "calibration_items": meta["calibration_examples"],
-            "eval_items": len(calib) if calib is not None else 0, "skipped": {},
+            "eval_items": len(calib) if calib is not None else 0, "skipped": dict(skipped),
             "epoch_loss": _epoch_losses(output_dir), "temperature": saved.get("temperature"),
             "temperature_by_options": saved.get("temperature_by_options", {}), "n_by_bucket": fit.get("n_by_bucket", {}),
             "calibration": fit, "abstention_thresholds": (saved.get("training") or {}).get("abstention_thresholds", {}),

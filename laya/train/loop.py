@@ -29,7 +29,7 @@ import torch
 from ..answers import temp_bucket
 from ..calibrate import fit_abstention_thresholds, fit_temperature_map
 from ..parallel_layout import call_model, check_layout, require_modernbert
-from ..questions import keeps_tail, render_state
+from ..questions import QTYPE_NAMES, keeps_tail, render_state
 from ..sequence import build_row, collate, config_head_max_len, config_max_len, encode, scrub_mask, tokenizer_view
 from .config import TrainConfig, optimizer_updates, shuffle_types  # noqa: F401 (TrainConfig: re-export)
 from .data import Example, check_finite, draw_option_order, load_examples, with_option_order
@@ -501,6 +501,16 @@ def fit_calibration(records: list[tuple], config: TrainConfig) -> tuple[dict, di
     return fit, thresholds, notes
 
 
+def calibration_block(records: list, source: str) -> dict:
+    """The checkpoint's `training.laya_train_calibration` record (read by laya.evidence): calibration records
+    per question type and where they came from."""
+    counts: dict = {}
+    for qtype, *_ in records:
+        name = QTYPE_NAMES[qtype]
+        counts[name] = counts.get(name, 0) + 1
+    return {"types": {name: {"n": n} for name, n in counts.items()}, "n": len(records), "source": source}
+
+
 def finish(model, tok, cfg: dict, calib: list[Example], config: TrainConfig, out_dir: str, examples: list[Example],
            step: int, log: list, stopped: str, dtype: torch.dtype | None = None,
            calib_source: str = "calib_data") -> dict:
@@ -522,6 +532,8 @@ def finish(model, tok, cfg: dict, calib: list[Example], config: TrainConfig, out
     training = dict(cfg.get("training") or {})
     training["laya_train"] = meta
     training["abstention_thresholds"] = thresholds
+    if records:
+        training["laya_train_calibration"] = calibration_block(records, calib_source)
     cfg["training"] = training
     save_checkpoint(model, tok, cfg, out_dir)
     return meta

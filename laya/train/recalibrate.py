@@ -53,6 +53,7 @@ def recalibrate(ckpt_dir: str, calib: str | Sequence[Example], config: TrainConf
     raw["temperature_by_options"] = {k: round(v, 4) for k, v in fit["temperature_by_options"].items()}
     training["abstention_thresholds"] = thresholds
     training["recalibration"] = record
+    training["laya_train_calibration"] = loop.calibration_block(records, record["calibration_source"])
     raw["training"] = training
     weights = os.path.join(ckpt_dir, "model.safetensors")
     with safe_open(weights, "pt") as f:
