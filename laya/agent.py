@@ -225,12 +225,18 @@ class Agent(Predictor):
         """Install a backend (waits for inference in flight); unavailable -> warning + eager, or raise if strict."""
         name = backends.normalise(name)
         with self._gate.writing():
+            previous = self._backend_request
             self._detach_backend()
             if self._compiled:  # a legacy torch.compile wrapper gives way to the backend layer
                 self.model = self.model._orig_mod
                 self.model.encoder.config.reference_compile = False
                 self._compiled = False
-            self._backend = backends.install(self, name, strict=strict, **options)
+            try:
+                self._backend = backends.install(self, name, strict=strict, **options)
+            except Exception:
+                if previous is not None:  # a refused request leaves the backend that was working
+                    self._backend = backends.install(self, previous[0], **previous[1])
+                raise
             self._backend_request = (name, options)
             return self._backend.name
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -22,15 +23,20 @@ def temp_bucket(qtype: int | str, k: int) -> str:
     return f"{name}:{bucket_size(k)}"
 
 
+def _is_number(t: Any) -> bool:
+    """A real number that is not a bool (numpy scalars included)."""
+    return isinstance(t, numbers.Real) and not isinstance(t, bool)  # (numpy's bool is no numbers.Real)
+
+
 def clamp_temperature(t: Any, lo: float = TEMP_MIN, hi: float = TEMP_MAX) -> float:
-    if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+    if not _is_number(t) or not math.isfinite(t):
         return 1.0
-    return float(min(hi, max(lo, t)))
+    return float(min(hi, max(lo, float(t))))
 
 
 def temperature_rejected(raw: Any, applied: Any) -> bool:
     """True when a raw temperature was not used as given: a bool, a non-number, or a value the clamp changed."""
-    return isinstance(raw, bool) or not isinstance(raw, (int, float)) or applied != raw
+    return not _is_number(raw) or applied != raw
 
 
 def unpermute_probs(p: Any, option_order: Any) -> list:
@@ -73,8 +79,9 @@ def clamp_temperatures(raw_list: Any, raw_map: Any, source: str = "checkpoint",
 
 
 def resolve_lang_temperatures(lang_temperatures: Any, base: list[float], prefix: str = "laya",
-                              base_map: dict | None = None) -> dict[str, tuple[list[float], dict[str, float]]]:
-    """{primary subtag: (temperature list, bucket map)}; a None entry or temperature inherits the checkpoint's."""
+                              base_map: dict | None = None) -> dict[str, dict]:
+    """{primary subtag: {"temperature": list, "temperature_by_options": map}} (the published shape); a None entry
+    or temperature inherits the checkpoint's."""
     if lang_temperatures is None:
         return {}
     if not isinstance(lang_temperatures, dict):
@@ -88,10 +95,10 @@ def resolve_lang_temperatures(lang_temperatures: Any, base: list[float], prefix:
     return out
 
 
-def _lang_override(lang: str, entry: Any, base: list[float], base_map: dict, prefix: str) -> tuple:
-    """One language's (temperature list, bucket map), checked in the published words."""
+def _lang_override(lang: str, entry: Any, base: list[float], base_map: dict, prefix: str) -> dict:
+    """One language's {"temperature", "temperature_by_options"}, checked in the published words."""
     if entry is None:
-        return list(base), dict(base_map)
+        return {"temperature": list(base), "temperature_by_options": dict(base_map)}
     if not isinstance(entry, dict):
         raise ValueError(f"Language override {lang!r} must be a mapping, got {type(entry).__name__}")
     temps = entry.get("temperature")
@@ -112,7 +119,7 @@ def _lang_override(lang: str, entry: Any, base: list[float], base_map: dict, pre
         warnings.warn(f"{prefix}: language override {primary_subtag(lang)!r} ships invalid temperatures or values outside "
                       f"[{TEMP_MIN:g}, {TEMP_MAX:g}]; using temperature={applied} and "
                       f"temperature_by_options={by_options}", RuntimeWarning, stacklevel=4)
-    return applied, by_options
+    return {"temperature": applied, "temperature_by_options": by_options}
 
 
 def primary_subtag(lang: str) -> str:
@@ -178,7 +185,7 @@ class Calibration:
 
     temperature: list[float]
     temperature_by_options: dict[str, float]
-    lang_temperatures: dict[str, tuple[list[float], dict[str, float]]]
+    lang_temperatures: dict[str, dict]  # resolve_lang_temperatures
     binning_map: dict | None = None
 
     def temperature_for(self, qtype: int, k: int, lang: str | None) -> tuple[float, bool]:
@@ -190,7 +197,7 @@ class Calibration:
         if lang:
             table = self.lang_temperatures.get(primary_subtag(lang))
             if table is not None:
-                return table[1].get(bucket, table[0][qtype]), True
+                return table["temperature_by_options"].get(bucket, table["temperature"][qtype]), True
         return self.temperature_by_options.get(bucket, self.temperature[qtype]), False
 
 

@@ -99,18 +99,15 @@ def load_config(model_dir: str, name: str | None = None) -> dict:
     missing = [k for k in REQUIRED_CONFIG_KEYS if k not in cfg]
     if missing:
         raise ValueError(f"Incompatible model: {path} lacks required keys {missing}")
-    check_temperature_list(cfg.get("temperature"), shown)
+    check_temperature_list(cfg.get("temperature", [1.0, 1.0, 1.0]), shown)
     check_layout(cfg.get("option_layout"), path)
     return cfg
 
 
 def check_temperature_list(value: Any, shown: str) -> None:
-    """A config `temperature` is absent/None or a list of 3 numbers (one per question type)."""
-    if value is None:
-        return
-    ok = isinstance(value, (list, tuple)) and len(value) == 3 and all(
-        isinstance(t, (int, float)) and not isinstance(t, bool) for t in value)
-    if not ok:
+    """A config `temperature` is a list/tuple of 3 entries, one per question type (entries that are not usable
+    numbers are clamped to 1.0 with the load warning, §3.8)."""
+    if not isinstance(value, (list, tuple)) or len(value) != 3:
         raise ValueError(f"Incompatible model: {shown!r} temperature must be a list of 3 floats, got {value!r}")
 
 

@@ -49,8 +49,7 @@ def resolve_lang_temperatures(raw: Any, base_temperature: Any) -> dict:
     (laya.answers.resolve_lang_temperatures, whose rules and texts apply)."""
     from .answers import resolve_lang_temperatures as resolve
 
-    return {lang: {"temperature": temps, "temperature_by_options": by_options}
-            for lang, (temps, by_options) in resolve(raw, list(base_temperature)).items()}
+    return resolve(raw, list(base_temperature))
 
 
 def __getattr__(name: str):

@@ -17,7 +17,7 @@ from .answers import softmax_rows_fp32
 from .backends.base import INPUT_NAMES  # noqa: F401 - published names of this module
 from .backends.onnx import (CPU_EP, CUDA_EP, MIN_MARKERS, OUTPUT_NAMES, PREFIX, OnnxBackend,  # noqa: F401
                             check_providers, create_session, default_threads)
-from .checkpoint import file_sha256, load_config, load_tokenizer, parse_digest_env, resolve_checkpoint_dir, \
+from .checkpoint import load_config, load_tokenizer, parse_digest_env, resolve_checkpoint_dir, \
     verify_digests
 from .parallel_layout import eager_only
 from .predictor import Predictor, check_batch_invariant
@@ -79,11 +79,10 @@ class ONNXAgent(Predictor):
         self.cfg = load_config(model_dir)
         eager_only(self.cfg.get("option_layout"), "the ONNX agent")
         self.onnx_path = find_graph("laya.onnx" if onnx_path is None else onnx_path, model_dir)
-        if graph_digest is not None:
-            got = file_sha256(self.onnx_path)
-            if not isinstance(graph_digest, str) or got != graph_digest.strip().lower():
-                raise ValueError(f"sha256 mismatch for the ONNX graph {self.onnx_path!r}: expected {graph_digest!r}, "
-                                 f"got {got}; refusing to load it")
+        if graph_digest is not None:  # the published check and texts (R-DIG-1), for the graph found
+            root, graph = os.path.realpath(model_dir), os.path.realpath(self.onnx_path)
+            named = os.path.relpath(graph, root) if os.path.commonpath([root, graph]) == root else graph
+            verify_digests(model_dir, {"onnx": graph_digest}, onnx_path=named)
         # tokenizers alone when the checkpoint has a tokenizer.json: no transformers (nor torch) to import
         self.tok = load_rust_tokenizer(model_dir) or load_tokenizer(model_dir, self.cfg["encoder"])
         self._positions = self._read_max_positions(model_dir)

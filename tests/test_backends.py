@@ -37,6 +37,19 @@ def test_auto_is_eager_on_cpu(fresh):
     assert fresh.set_backend("auto") == "eager" and fresh.backend == "eager"
 
 
+def test_a_refused_backend_request_keeps_the_working_backend(fresh):
+    # a typo in an option, or a bad option value, is an error naming it; the backend in use stays
+    fresh.set_backend("eager")
+    working = fresh.predict("x", QUESTIONS)
+    with pytest.raises(TypeError, match=r"^backend 'eager' takes no option 'bogus'; its options: none$"):
+        fresh.set_backend("eager", bogus=1)
+    with pytest.raises(TypeError, match=r"^backend 'compile' takes no option 'moed'; its options: mode, warmup$"):
+        fresh.set_backend("compile", moed="default")
+    with pytest.raises(ValueError, match="compile_mode 'max'"):
+        fresh.set_backend("compile", mode="max")
+    assert fresh.backend == "eager" and fresh.predict("x", QUESTIONS) == working
+
+
 @pytest.mark.parametrize("rows,tokens,max_len,want", [(1, 5, None, (1, 16)), (3, 70, None, (4, 80)),
                                                       (5, 256, None, (8, 256)), (2, 257, None, (2, 320)),
                                                       (1, 1000, 512, (1, 512)), (16, 16, None, (16, 16))])

@@ -59,6 +59,35 @@ def test_subfolder_config_weights_and_temperature_texts(tiny_checkpoint, tmp_pat
     with pytest.raises(ValueError) as e:
         laya.load(bad_t)
     assert str(e.value) == f"Incompatible model: {bad_t!r} temperature must be a list of 3 floats, got [1.0, 1.0]"
+    cfg["temperature"] = None  # present but null: not the default list (reference §1.3 step 16)
+    json.dump(cfg, open(cfg_path, "w"))
+    with pytest.raises(ValueError) as e:
+        laya.load(bad_t)
+    assert str(e.value) == f"Incompatible model: {bad_t!r} temperature must be a list of 3 floats, got None"
+
+
+def test_unusable_temperature_entries_are_clamped_with_the_load_warning(tiny_checkpoint, tmp_path):
+    # §3.8: bools and non-numbers -> 1.0, listed in the one load warning; the list shape alone is checked
+    import laya
+
+    odd = copy_checkpoint(tiny_checkpoint, tmp_path / "odd-t")
+    cfg_path = os.path.join(odd, "rl_agent_config.json")
+    cfg = json.load(open(cfg_path))
+    cfg["temperature"] = [True, "x", 2.0]
+    json.dump(cfg, open(cfg_path, "w"))
+    with pytest.warns(RuntimeWarning, match=r"temperature\[0\]=True -> 1, temperature\[1\]='x' -> 1"):
+        agent = laya.load(odd, device="cpu")
+    assert agent.temperature == [1.0, 1.0, 2.0] and agent.temperature_raw == [True, "x", 2.0]
+
+
+def test_clamp_temperature_takes_numpy_numbers():
+    import numpy as np
+
+    from laya.answers import clamp_temperature, temperature_rejected
+
+    assert clamp_temperature(np.float64(0.7)) == 0.7 and clamp_temperature(np.int64(3)) == 3.0
+    assert clamp_temperature(np.float32(9.0)) == 5.0 and clamp_temperature(np.bool_(True)) == 1.0
+    assert not temperature_rejected(np.float64(0.7), 0.7) and temperature_rejected(np.bool_(True), 1.0)
 
 
 # ---- R-LOAD-2 ----------------------------------------------------------------------------------

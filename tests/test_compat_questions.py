@@ -88,7 +88,8 @@ def test_lang_override_none_inherits_and_keys_reduce_to_the_primary_subtag(agent
     from laya.answers import resolve_lang_temperatures
 
     table = resolve_lang_temperatures({"de-AT": None, "PT_br": {"temperature": None}}, [1.5, 2.0, 2.5])
-    assert table == {"de": ([1.5, 2.0, 2.5], {}), "pt": ([1.5, 2.0, 2.5], {})}
+    same = {"temperature": [1.5, 2.0, 2.5], "temperature_by_options": {}}
+    assert table == {"de": same, "pt": same}
 
 
 def test_lang_override_replacement_warns_in_the_published_words():
@@ -96,7 +97,15 @@ def test_lang_override_replacement_warns_in_the_published_words():
 
     with pytest.warns(RuntimeWarning) as record:
         table = resolve_lang_temperatures({"de": {"temperature": [1.0, 9.0, 1.0]}}, [1.0, 1.0, 1.0])
-    assert table["de"][0] == [1.0, 5.0, 1.0]
+    assert table["de"]["temperature"] == [1.0, 5.0, 1.0]
     assert len(record) == 1
     assert str(record[0].message).startswith(
         "laya: language override 'de' ships invalid temperatures or values outside [0.5, 5]; using ")
+
+
+def test_agent_lang_temperatures_has_the_published_shape(tiny_checkpoint):
+    # §1.3 public attribute, R-P2-1's shape: {lang: {"temperature", "temperature_by_options"}}
+    import laya
+
+    agent = laya.load(tiny_checkpoint, device="cpu", lang_temperatures={"de-AT": {"temperature": [1.0, 2.0, 3.0]}})
+    assert agent.lang_temperatures == {"de": {"temperature": [1.0, 2.0, 3.0], "temperature_by_options": {}}}

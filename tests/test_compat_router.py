@@ -752,3 +752,15 @@ def test_an_agent_returning_no_result_is_named():
     r.attach("english", Quiet())
     with pytest.raises(TypeError, match="Quiet returned NoneType from predict"):
         r.predict("x", Q, model="en")
+
+
+def test_constructor_mappings_are_checked_by_name():
+    # a bad argument is a clear error naming it, not an AttributeError from deep inside (reference §1.5)
+    for kwargs, text in (({"models": "abc"}, "models must be a dict of checkpoint name -> source, got str"),
+                         ({"models": [("a", "b")]}, "models must be a dict of checkpoint name -> source, got list"),
+                         ({"revisions": ["a"]}, "revisions must be a dict of checkpoint name -> revision"),
+                         ({"revisions": {"english": 5}}, "revisions['english'] must be a revision string")):
+        with pytest.raises(TypeError) as e:
+            Router(**kwargs)
+        assert str(e.value).startswith(text)
+    assert Router(revisions={"english": " abc "}).revisions == {"english": "abc"}

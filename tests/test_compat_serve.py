@@ -217,6 +217,15 @@ def test_build_router_takes_no_arguments_and_reads_the_environment(monkeypatch, 
     assert laya.serve.build_router().preloaded == [None]
 
 
+def test_an_unknown_laya_models_name_stops_startup(monkeypatch):
+    # R-SRV-7: malformed values stop startup with SystemExit, before anything is loaded
+    monkeypatch.setenv("LAYA_MODELS", "nope, english")
+    monkeypatch.setenv("LAYA_PRELOAD", "1")
+    with pytest.raises(SystemExit) as e:
+        laya.serve.build_router()
+    assert str(e.value).startswith("invalid LAYA_MODELS: unknown model 'nope'")
+
+
 @pytest.mark.parametrize("raw", ["{not json", "[1, 2]", '{"a": 3}', '{"a": ["only-one"]}'])
 def test_malformed_extra_models_stop_startup(monkeypatch, recording, raw):
     monkeypatch.setenv("LAYA_EXTRA_MODELS", raw)

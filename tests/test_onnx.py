@@ -164,8 +164,10 @@ def test_relative_path_inside_checkpoint_and_digests(tiny_checkpoint, onnx_graph
         assert a.backend == "onnx" and a.device == "cpu" and a.providers == ["CPUExecutionProvider"]
         assert re.fullmatch(r"ONNXAgent\(model_id=.*, onnx_path=.*laya\.onnx', providers=\['CPUExecutionProvider'\]\)",
                             repr(a))
-    with pytest.raises(ValueError, match="sha256 mismatch for the ONNX graph"):
+    with pytest.raises(ValueError) as e:  # R-DIG-1's text, as verify_digests words it
         onnx_agent.ONNXAgent(str(ckpt), expected_sha256={"onnx_path": "0" * 64})
+    assert str(e.value) == (f"laya: SHA-256 mismatch for laya.onnx: expected {'0' * 64}, "
+                            f"got {good}. The file differs from the one the digest was taken of; refusing to load it.")
     with pytest.raises(RuntimeError, match="closed"):
         a.predict("x", QUESTIONS)
 

@@ -520,3 +520,10 @@ def test_serve_main_refuses_bad_settings(capsys):
 
     assert main(["--max-batch-rows", "0"]) == 2
     assert "max_batch_rows=0 must be a positive integer" in capsys.readouterr().err
+
+
+def test_batch_unknown_field_lists_each_allowed_field_once(client):
+    r = post(client, {"states": ["x"], "questions": QUESTIONS, "unknown": 1}, "/v1/systemone/batch")
+    assert r.status_code == 422
+    allowed = r.json()["detail"].split("allowed: ", 1)[1].split(", ")
+    assert len(allowed) == len(set(allowed)) and {"states", "min_confidence", "sort_by_length"} <= set(allowed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import warnings
 from typing import Any
 
@@ -96,7 +97,15 @@ def make_backend(name: str, agent: Any, **options: Any) -> Backend:
     if name == "onnx":
         raise BackendUnavailable("onnx runs as its own agent class, not as a forward; "
                                  "use laya.load(..., backend='onnx', onnx_path=...)")
-    return backend_class(name)(agent, **options)
+    cls = backend_class(name)
+    params = inspect.signature(cls.__init__).parameters
+    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        allowed = [k for k, p in params.items() if k not in ("self", "agent") and p.kind is not p.VAR_POSITIONAL]
+        unknown = sorted(k for k in options if k not in allowed)
+        if unknown:
+            raise TypeError(f"backend {name!r} takes no option {', '.join(map(repr, unknown))}; its options: "
+                            f"{', '.join(allowed) or 'none'}")
+    return cls(agent, **options)
 
 
 def install(agent: Any, name: str, strict: bool = False, **options: Any) -> Backend:

@@ -8,6 +8,7 @@ other languages while staying confident -- so the precedence of `route()` is fix
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any, Callable
 
 from .. import hooks as hooks_mod
@@ -51,6 +52,14 @@ class Router(HookRegistry, StructuredDecisions):
                  sha256_digests: dict | None = None):
         if isinstance(max_loaded, bool) or not isinstance(max_loaded, int):
             raise ValueError(f"max_loaded must be an integer (the most agents kept loaded), got {max_loaded!r}")
+        for arg, value, what in (("models", models, "checkpoint name -> source"),
+                                 ("revisions", revisions, "checkpoint name -> revision (a str or None)")):
+            if value is not None and not isinstance(value, Mapping):
+                raise TypeError(f"{arg} must be a dict of {what}, got {type(value).__name__}")
+        for name, value in (revisions or {}).items():
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"revisions[{name!r}] must be a revision string (a commit, branch or tag) or None, "
+                                f"got {value!r}")
         self._check_lang_guess(lang_guess, "lang_guess")
         check_agent_kwargs(agent_kwargs)
         self.hooks = hooks_mod.normalise_hooks(hooks, on_predict_start, on_predict_end)

@@ -83,7 +83,13 @@ def build_router() -> Any:
         router = package.Router(**kwargs)
     except (ValueError, TypeError) as e:
         raise SystemExit(str(e)) from None
+    names = _setting("LAYA_MODELS", ())
+    resolve = getattr(router, "resolve", None)  # (a stand-in Router class may have none)
+    for name in names if callable(resolve) else ():  # an unknown name is malformed too: stop before any load
+        try:
+            resolve(name)
+        except ValueError as e:
+            raise SystemExit(f"invalid LAYA_MODELS: {e}") from None
     if _setting("LAYA_PRELOAD", True):
-        names = _setting("LAYA_MODELS", ())
         router.preload(list(names) if names else None)
     return router

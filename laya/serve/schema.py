@@ -32,7 +32,7 @@ ASSUMED_ROW_WIDTH = 512  # row width for the pass-size cap when the body gives n
 AUTO_MODEL_IDS = ("", "auto", "jev-1", "convaiinnovations/laya")
 REFUSED_KEYS = BODY_REFUSALS
 SINGLE_KEYS = ("state", "questions", *BODY_CONTROLS)
-BATCH_KEYS = ("states", "questions", *BODY_CONTROLS, *BATCH_BODY_CALL_CONTROLS)
+BATCH_KEYS = tuple(dict.fromkeys(("states", "questions", *BODY_CONTROLS, *BATCH_BODY_CALL_CONTROLS)))  # each once
 # Question sets that passed validation, by their exact JSON text: clients tend to send the same few sets, and
 # the text is needed anyway as the batcher's group key. Failures are never kept.
 _VALIDATED: dict[str, int] = {}
