@@ -110,7 +110,7 @@ def test_heads_are_cached_per_tokenizer(agent, bpe_checkpoint):
 
 @pytest.mark.parametrize("lang", [None, "de"])
 def test_decode_plans_from_cached_shapes_match_fresh_plans(lang):
-    cal = Calibration([1.5, 0.7, 2.0], {"choice:3-5": 3.0}, {"de": ([0.9, 0.8, 1.1], {})},
+    cal = Calibration([1.5, 0.7, 2.0], {"choice:3-5": 3.0}, {"de": {"temperature": [0.9, 0.8, 1.1], "temperature_by_options": {}}},
                       {"noul:2": {"bins": 2, "values": [0.1, 0.9]}})
     for q, cached in zip(check_questions(QUESTIONS), question_set(QUESTIONS).plans(cal, lang)):
         fresh = DecodePlan(q, cal, lang)
