@@ -80,7 +80,7 @@ class ONNXAgent(Predictor):
         eager_only(self.cfg.get("option_layout"), "the ONNX agent")
         self.onnx_path = find_graph("laya.onnx" if onnx_path is None else onnx_path, model_dir)
         if graph_digest is not None:  # the published check and texts (R-DIG-1), for the graph found
-            root, graph = os.path.realpath(model_dir), os.path.realpath(self.onnx_path)
+            root, graph = os.path.abspath(model_dir), os.path.abspath(self.onnx_path)
             named = os.path.relpath(graph, root) if os.path.commonpath([root, graph]) == root else graph
             verify_digests(model_dir, {"onnx": graph_digest}, onnx_path=named)
         # tokenizers alone when the checkpoint has a tokenizer.json: no transformers (nor torch) to import

@@ -95,7 +95,8 @@ def _artifact_path(root: str, rel: Any, onnx_path: str | None) -> str:
         raise ValueError(f"laya: unsafe path in expected digests: {rel!r}")
     if os.path.isabs(rel) or rel.startswith(("/", "\\")) or os.path.splitdrive(rel)[0]:
         raise ValueError(f"laya: unsafe absolute path in expected digests: {rel!r}")
-    path = os.path.realpath(os.path.join(root, rel))
+    # lexical, not realpath: a Hub cache snapshot's files are links into its blobs/ folder
+    path = os.path.normpath(os.path.join(root, rel))
     if os.path.commonpath([root, path]) != root:
         raise ValueError(f"laya: unsafe path in expected digests: {rel!r}")
     return path
@@ -113,7 +114,7 @@ def verify_digests(model_dir: str, expected: Any = None, onnx_path: str | None =
             return
     if not isinstance(expected, Mapping):
         raise ValueError("expected_sha256 must be a mapping of artifact paths to digests")
-    root = os.path.realpath(model_dir)
+    root = os.path.abspath(model_dir)
     for rel, want in expected.items():
         path = _artifact_path(root, rel, onnx_path)
         if not isinstance(want, str):

@@ -231,6 +231,22 @@ def test_verify_digests(tmp_path, monkeypatch):
     verify_digests(str(tmp_path))  # a model-keyed map is the Router's, not file names
 
 
+def test_verify_digests_follows_the_links_of_a_hub_cache_snapshot(tmp_path):
+    # snapshots/<sha>/ holds links into ../../blobs/: a key is checked against its place in the snapshot, not
+    # the blob's, and the bytes behind the link are hashed (R-DIG-1)
+    blobs, snap = tmp_path / "blobs", tmp_path / "snapshots" / "0123abcd"
+    blobs.mkdir()
+    snap.mkdir(parents=True)
+    (blobs / "f00d").write_bytes(b"{}")
+    (snap / "rl_agent_config.json").symlink_to(os.path.join("..", "..", "blobs", "f00d"))
+    good = hashlib.sha256(b"{}").hexdigest()
+    verify_digests(str(snap), {"rl_agent_config.json": good})
+    with pytest.raises(ValueError, match="SHA-256 mismatch for rl_agent_config.json"):
+        verify_digests(str(snap), {"rl_agent_config.json": "0" * 64})
+    with pytest.raises(ValueError, match=r"^laya: unsafe path in expected digests: '\.\./\.\./blobs/f00d'$"):
+        verify_digests(str(snap), {"../../blobs/f00d": good})
+
+
 def test_revisions_module_is_torch_free():
     import subprocess
     import sys

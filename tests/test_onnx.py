@@ -182,6 +182,10 @@ def test_bad_providers_and_threads(tiny_checkpoint, onnx_graph):
 def test_export_refuses_bad_exporter(agent, tmp_path):
     with pytest.raises(ValueError, match="exporter 'jit' is not known"):
         export.export_module(agent.model, str(tmp_path / "x.onnx"), exporter="jit")
+    # the dynamo exporter at opset 17 wrote a graph ORT refused (Split's num_outputs): refused up front instead
+    with pytest.raises(ValueError, match="opset 17 is below the dynamo exporter's 18.*exporter='legacy'"):
+        export.export_module(agent.model, str(tmp_path / "x.onnx"), opset=17)
+    assert not (tmp_path / "x.onnx").exists()
 
 
 @pytest.fixture(scope="session")

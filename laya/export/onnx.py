@@ -89,6 +89,9 @@ def trace_inputs(model: torch.nn.Module) -> tuple[torch.Tensor, ...]:
     return example_inputs(TRACE_BATCH, TRACE_SEQ, TRACE_MARKERS, vocab, seed=0, pad_id=pad)
 
 
+DYNAMO_MIN_OPSET = 18
+
+
 def export_module(model: torch.nn.Module, path: str, opset: int | None = None, exporter: str = "dynamo",
                   fuse: bool | str = "auto") -> str:
     """Write `model` (fp32, CPU, eval) as an ONNX graph at `path`; returns the path.
@@ -104,6 +107,10 @@ def export_module(model: torch.nn.Module, path: str, opset: int | None = None, e
         raise ValueError(f"exporter {exporter!r} is not known; use one of {', '.join(EXPORTERS)}")
     if fuse not in (True, False, "auto"):
         raise ValueError(f"fuse={fuse!r}; use True, False or 'auto'")
+    if exporter == "dynamo" and opset is not None and int(opset) < DYNAMO_MIN_OPSET:
+        # below it the dynamo exporter's down-conversion keeps newer attributes (Split's num_outputs at 17)
+        raise ValueError(f"opset {opset} is below the dynamo exporter's {DYNAMO_MIN_OPSET}: its graph would not load "
+                         f"in ONNX Runtime; use opset >= {DYNAMO_MIN_OPSET}, or exporter='legacy' for opset {opset}")
     eager_only(getattr(model, "option_layout", None), "an ONNX export")
     if TRACE_BATCH < 2 or TRACE_MARKERS < MIN_MARKERS:
         raise ValueError(f"TRACE_BATCH={TRACE_BATCH} must be > 1 and TRACE_MARKERS={TRACE_MARKERS} >= "
