@@ -224,6 +224,7 @@ class Agent(Predictor):
     def set_backend(self, name: str = "auto", strict: bool = False, **options: Any) -> str:
         """Install a backend (waits for inference in flight); unavailable -> warning + eager, or raise if strict."""
         name = backends.normalise(name)
+        backends.check_options(name, self, options)  # a typo costs nothing: the working backend stays
         with self._gate.writing():
             previous = self._backend_request
             self._detach_backend()
@@ -233,12 +234,23 @@ class Agent(Predictor):
                 self._compiled = False
             try:
                 self._backend = backends.install(self, name, strict=strict, **options)
-            except Exception:
-                if previous is not None:  # a refused request leaves the backend that was working
-                    self._backend = backends.install(self, previous[0], **previous[1])
+            except Exception as refused:
+                self._restore_backend(previous, refused)
                 raise
             self._backend_request = (name, options)
             return self._backend.name
+
+    def _restore_backend(self, request: tuple | None, refused: Exception) -> None:
+        """After a refused set_backend, the backend that was working (the caller still gets the refusal)."""
+        if request is None:
+            return
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # its unavailability, if any, was reported when it was asked for
+                self._backend = backends.install(self, request[0], **request[1])
+        except Exception as e:  # noqa: BLE001 - the caller's error stays the one raised
+            warnings.warn(f"laya: set_backend failed ({refused}) and the previous backend {request[0]!r} could not "
+                          f"be restored ({e}); the stock forward runs", RuntimeWarning, stacklevel=4)
 
     def accelerate(self, use_graphs: bool = True, strict: bool = False) -> bool:
         """The TileLang fast path; False (with a warning) when it cannot run here."""

@@ -232,8 +232,8 @@ def fit_temperature_map(records: Sequence[Record], compute_ece: bool = False, se
     if compute_ece:  # (too few records to hold any out: a report on none, n_eval 0)
         unseen = sorted({temp_bucket(q, k) for q, _, _, k in check_on} - set(counts))
         evaluated = [r for r in check_on if temp_bucket(r[0], r[3]) not in unseen]
-        out["report"] = {"ece_before": ece_score(*predictions(evaluated)),
-                         "ece_after": ece_score(*predictions(evaluated, temperature, by_options)),
+        out["report"] = {"ece_before": ece_score(*predictions(evaluated)) if evaluated else None,
+                         "ece_after": ece_score(*predictions(evaluated, temperature, by_options)) if evaluated else None,
                          "n": len(records), "n_eval": len(evaluated), "buckets_excluded_from_eval": unseen}
     return out
 

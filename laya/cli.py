@@ -249,7 +249,7 @@ def read_batch_lines(source: str) -> list[str]:
     """Stripped non-blank lines of a UTF-8 file ('-' = stdin)."""
     if source == "-":
         raw = getattr(sys.stdin, "buffer", None)  # UTF-8 whatever the locale (a replaced stdin may have no bytes)
-        lines = raw.read().decode("utf-8").splitlines() if raw is not None else sys.stdin
+        lines = raw.read().decode("utf-8").split("\n") if raw is not None else sys.stdin  # lines as a file has them
         return [line.strip() for line in lines if line.strip()]
     with open(source, encoding="utf-8") as f:
         return [line.strip() for line in f if line.strip()]

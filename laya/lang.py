@@ -49,7 +49,10 @@ _JOINED_TOKEN = re.compile(r"[^\W_][._/\\][^\W_]")
 _SCRIPT_ORDER = sorted(SCRIPT_RANGES)
 _SCRIPT_STARTS = [first for first, _, _ in _SCRIPT_ORDER]
 _NEWER_STARTS = [first for first, _ in NEWER_LETTER_RANGES]
-_WORD_OR_NEWER = re.compile(r"(?:[^\W\d_]|[" + "".join(f"{chr(a)}-{chr(b)}" for a, b in NEWER_LETTER_RANGES) + "])+")
+_WORD = re.compile(r"[^\W\d_]+")  # letters, and other numerics (superscripts...): `_letter_runs` splits those out
+_NEWER = "".join(f"{chr(a)}-{chr(b)}" for a, b in NEWER_LETTER_RANGES)
+_HAS_NEWER = re.compile(f"[{_NEWER}]")
+_WORD_OR_NEWER = re.compile(rf"(?:[^\W\d_]|[{_NEWER}])+")  # slower: only for texts holding a newer letter
 
 
 # ---- text extraction (R-LANG-6, R-LANG-4 paths) -------------------------------------------------------------
@@ -205,22 +208,28 @@ class _Guess:
     reason: str
 
 
+def _word_pattern(text: str) -> re.Pattern:
+    """_WORD, or the slower pattern that also takes newer letters when the text may hold one (none below U+1C89)."""
+    return _WORD_OR_NEWER if text and max(text) >= "\u1c89" and _HAS_NEWER.search(text) else _WORD
+
+
+def _split_letters(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """The runs of letters inside a word match that also holds other numerics (superscripts, fractions...)."""
+    spans, first = [], None
+    for i in range(start, end):
+        if letter_script(text[i]) is not None:
+            first = i if first is None else first
+        elif first is not None:
+            spans.append((first, i))
+            first = None
+    return spans + ([(first, end)] if first is not None else [])
+
+
 def _letter_runs(text: str) -> list[tuple[int, int]]:
     """Spans of the maximal runs of letters (R-LANG-7's letters: no digits, underscores or other numerics)."""
     spans = []
-    for m in _WORD_OR_NEWER.finditer(text):
-        if m.group().isalpha():
-            spans.append(m.span())
-            continue
-        start = None
-        for i in range(m.start(), m.end()):
-            if letter_script(text[i]) is not None:
-                start = i if start is None else start
-            elif start is not None:
-                spans.append((start, i))
-                start = None
-        if start is not None:
-            spans.append((start, m.end()))
+    for m in _word_pattern(text).finditer(text):
+        spans += [m.span()] if m.group().isalpha() else _split_letters(text, m.start(), m.end())
     return spans
 
 
@@ -228,6 +237,10 @@ def _words_and_rate(text: str) -> tuple[list[str], float]:
     lowered = _IDENTIFIER.sub(" ", text).replace("İ", "i").lower()
     accented = sum(n for ch, n in Counter(lowered).items() if ch in NON_ENGLISH_LETTERS)
     rate = accented / len(lowered) if lowered else 0.0
+    if _word_pattern(lowered) is _WORD:  # the common case at C speed: runs that are all letters as found
+        words = _WORD.findall(lowered)
+        if all(map(str.isalpha, words)):
+            return words, rate
     return [lowered[a:b] for a, b in _letter_runs(lowered)], rate
 
 
@@ -307,7 +320,13 @@ def _shouted_evidence(g: _Guess, language: str) -> bool:
 
 
 def _caps_runs(text: str) -> list[tuple[int, int]]:
-    return [(a, b) for a, b in _letter_runs(text) if b - a >= 2 and all(ch.isupper() for ch in text[a:b])]
+    runs = []
+    for m in _word_pattern(text).finditer(text):
+        if not m.group().isupper():  # (every letter upper implies isupper: most words leave here at C speed)
+            continue
+        spans = [m.span()] if m.group().isalpha() else _split_letters(text, m.start(), m.end())
+        runs += [(a, b) for a, b in spans if b - a >= 2 and all(ch.isupper() for ch in text[a:b])]
+    return runs
 
 
 def _blank(text: str, runs: list[tuple[int, int]]) -> str:

@@ -40,14 +40,30 @@ def test_auto_is_eager_on_cpu(fresh):
 def test_a_refused_backend_request_keeps_the_working_backend(fresh):
     # a typo in an option, or a bad option value, is an error naming it; the backend in use stays
     fresh.set_backend("eager")
-    working = fresh.predict("x", QUESTIONS)
+    working, before = fresh.predict("x", QUESTIONS), fresh.backend_object
     with pytest.raises(TypeError, match=r"^backend 'eager' takes no option 'bogus'; its options: none$"):
         fresh.set_backend("eager", bogus=1)
     with pytest.raises(TypeError, match=r"^backend 'compile' takes no option 'moed'; its options: mode, warmup$"):
         fresh.set_backend("compile", moed="default")
+    assert fresh.backend_object is before  # refused before anything was detached
     with pytest.raises(ValueError, match="compile_mode 'max'"):
         fresh.set_backend("compile", mode="max")
+    restored = fresh.backend_object  # refused while installing: the previous request is installed again
+    assert type(restored).__name__ == "EagerBackend" and restored is not before
     assert fresh.backend == "eager" and fresh.predict("x", QUESTIONS) == working
+
+
+def test_a_failed_restore_warns_and_keeps_the_callers_error(fresh, monkeypatch):
+    fresh.set_backend("eager")
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no memory")
+
+    monkeypatch.setattr(backends, "install", refuse)
+    with pytest.warns(RuntimeWarning, match="previous backend 'eager' could not be restored \\(no memory\\)"):
+        with pytest.raises(RuntimeError, match="^no memory$"):
+            fresh.set_backend("eager")
+    assert fresh.backend_object is None
 
 
 @pytest.mark.parametrize("rows,tokens,max_len,want", [(1, 5, None, (1, 16)), (3, 70, None, (4, 80)),

@@ -183,6 +183,7 @@ def test_temperature_map_keys_and_seed():
     assert report["n"] == 200 and report["n_eval"] == 40
     few = fit_temperature_map(rec[:5], compute_ece=True)["report"]  # R-CAL-6: compute_ece always reports
     assert few["n"] == 5 and few["n_eval"] == 0 and set(few) == set(report)
+    assert few["ece_before"] is None and few["ece_after"] is None  # nothing evaluated: no reading, not a perfect one
     for bad in (-1, 2 ** 32, 1.5, True, "1"):
         with pytest.raises(ValueError, match="seed"):
             fit_temperature_map(rec, seed=bad)

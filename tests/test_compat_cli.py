@@ -306,6 +306,9 @@ def test_read_batch_lines_reads_utf8_from_stdin_whatever_the_locale(tmp_path, mo
     out = subprocess.run([sys.executable, "-c", code], input="  Olá señor \n\n  \nпривет\n".encode("utf-8"),
                          capture_output=True, env=env, check=True).stdout.decode()
     assert out.strip() == ascii(["Olá señor", "привет"])
+    form_feed = subprocess.run([sys.executable, "-c", code], input="a\u2028b\x0cc\nd\n".encode("utf-8"),
+                               capture_output=True, check=True).stdout.decode()
+    assert form_feed.strip() == ascii(["a\u2028b\x0cc", "d"])  # split at newlines only, as a file is
     monkeypatch.setattr(sys, "stdin", io.StringIO("a\n\n b \n"))  # a replaced stdin without bytes
     assert cli.read_batch_lines("-") == ["a", "b"]
     path = tmp_path / "lines.txt"

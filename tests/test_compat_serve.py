@@ -566,3 +566,6 @@ def test_health_never_shows_auto(monkeypatch, preference):
         assert c.get("/health").json()["device"] == detected
     with TestClient(create_app(Empty(), cfg=ServeConfig(device=" CPU "))) as c:
         assert c.get("/health").json()["device"] == "cpu"
+    monkeypatch.setattr("laya.mcp.device._torch", lambda: None)  # without torch LAYA_DEVICE is not parsed
+    with TestClient(create_app(Empty())) as c:
+        assert c.get("/health").json()["device"] == "cpu"

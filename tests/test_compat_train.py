@@ -136,6 +136,17 @@ def test_finetune_summary_keys(tiny_checkpoint, tmp_path):
     block = saved["training"]["laya_train_calibration"]
     assert block["types"] == {"noul": {"n": 2}} and block["n"] == 2
     assert evidence.inspect_calibration(saved)["state"] == evidence.INSUFFICIENT
+    # a run on top of it without calibration drops the record: it described the temperatures that were reset
+    import dataclasses
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        T.finetune(str(path), str(tmp_path / "run"), str(tmp_path / "run2"), dataclasses.replace(config, calib_frac=0.0),
+                   device="cpu")
+    again = json.loads((tmp_path / "run2" / "rl_agent_config.json").read_text())
+    assert "laya_train_calibration" not in again["training"]
+    assert evidence.inspect_calibration(again)["state"] == evidence.MISSING
 
 
 def test_rows_items_and_encoding(tok, tmp_path):

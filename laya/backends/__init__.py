@@ -88,24 +88,35 @@ def backend_class(name: str) -> type[Backend]:
     return getattr(importlib.import_module(module), cls)
 
 
-def make_backend(name: str, agent: Any, **options: Any) -> Backend:
+def _resolved(name: str, agent: Any) -> str:
     name = normalise(name)
-    if name == "auto":
-        name = auto_policy(agent)
+    return auto_policy(agent) if name == "auto" else name
+
+
+def check_options(name: str, agent: Any, options: dict) -> None:
+    """TypeError naming any option the backend `name` would refuse (checked before a working one is removed)."""
+    name = _resolved(name, agent)
+    if name == "onnx":
+        return
+    params = inspect.signature(backend_class(name).__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    allowed = [k for k, p in params.items() if k not in ("self", "agent") and p.kind is not p.VAR_POSITIONAL]
+    unknown = sorted(k for k in options if k not in allowed)
+    if unknown:
+        raise TypeError(f"backend {name!r} takes no option {', '.join(map(repr, unknown))}; its options: "
+                        f"{', '.join(allowed) or 'none'}")
+
+
+def make_backend(name: str, agent: Any, **options: Any) -> Backend:
+    name = _resolved(name, agent)
     if getattr(agent, "parallel_options", False) and name != "eager":
         raise BackendUnavailable("the checkpoint uses the parallel option layout, which only the eager backend runs")
     if name == "onnx":
         raise BackendUnavailable("onnx runs as its own agent class, not as a forward; "
                                  "use laya.load(..., backend='onnx', onnx_path=...)")
-    cls = backend_class(name)
-    params = inspect.signature(cls.__init__).parameters
-    if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        allowed = [k for k, p in params.items() if k not in ("self", "agent") and p.kind is not p.VAR_POSITIONAL]
-        unknown = sorted(k for k in options if k not in allowed)
-        if unknown:
-            raise TypeError(f"backend {name!r} takes no option {', '.join(map(repr, unknown))}; its options: "
-                            f"{', '.join(allowed) or 'none'}")
-    return cls(agent, **options)
+    check_options(name, agent, options)
+    return backend_class(name)(agent, **options)
 
 
 def install(agent: Any, name: str, strict: bool = False, **options: Any) -> Backend:

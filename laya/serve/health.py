@@ -40,18 +40,18 @@ def _is_auto(value: Any) -> bool:
 
 
 def _preferred_device(resolve_device: Any, preference: Any) -> str:
-    """resolve_device(preference), "auto" (any case) meaning none; a LAYA_DEVICE torch refuses is shown as set
-    (startup refuses it for a Router), an "auto" one as the detected device."""
-    from ..mcp.device import _lower_type
+    """resolve_device(preference), "auto" (any case, flag or LAYA_DEVICE) meaning the detected device; a
+    LAYA_DEVICE torch refuses is shown as set (startup refuses it for a Router)."""
+    from ..mcp.device import _detected, _lower_type, _torch
 
+    raw = os.environ.get("LAYA_DEVICE", "").strip()
+    if not _is_auto(preference):
+        return resolve_device(_lower_type(str(preference).strip()))
+    if raw and _is_auto(raw):
+        return _detected(_torch())
     try:
-        return resolve_device(None if _is_auto(preference) else _lower_type(str(preference).strip()))
+        return resolve_device(None)
     except ValueError:
-        raw = os.environ.get("LAYA_DEVICE", "").strip()
-        if _is_auto(raw):
-            from ..mcp.device import _detected, _torch
-
-            return _detected(_torch())
         return raw
 
 

@@ -76,7 +76,7 @@ def dry_run(data: Any, model_dir: str, config: TrainConfig | None = None) -> dic
     skipped: collections.Counter = collections.Counter()
     items = _read_items(data, config, skipped)
     if config.eval_data:
-        train, calib = items, _read_items(config.eval_data, config)
+        train, calib = items, _read_items(config.eval_data, config, skipped)
     else:
         train, calib = split_calibration(items, config.calib_max, config.calib_frac, config.calib_seed)
     max_len, head_max_len = _budgets(model_dir, config)
@@ -112,7 +112,7 @@ def finetune(data: Any, model_dir: str, output_dir: str, config: TrainConfig | N
     config = dataclasses.replace(config or TrainConfig(), device=str(device) if device is not None else "auto")
     skipped: collections.Counter = collections.Counter()
     items = _read_items(data, config, skipped)
-    calib = _read_items(config.eval_data, config) if config.eval_data else None
+    calib = _read_items(config.eval_data, config, skipped) if config.eval_data else None
     meta = train(items, base=model_dir, out_dir=output_dir, config=config, calib_data=calib)
     with open(os.path.join(output_dir, "rl_agent_config.json"), encoding="utf-8") as f:
         saved = json.load(f)

@@ -534,6 +534,8 @@ def finish(model, tok, cfg: dict, calib: list[Example], config: TrainConfig, out
     training["abstention_thresholds"] = thresholds
     if records:
         training["laya_train_calibration"] = calibration_block(records, calib_source)
+    else:  # a base checkpoint's record would describe temperatures this run reset
+        training.pop("laya_train_calibration", None)
     cfg["training"] = training
     save_checkpoint(model, tok, cfg, out_dir)
     return meta
