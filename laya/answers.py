@@ -289,8 +289,7 @@ def check_min_confidence(value: Any) -> float | dict | None:
 
 def unit_interval(value: Any, name: str) -> float:
     """`value` as a float in [0, 1]; bools, NaN and inf refused with a message naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0.0 <= value <= 1.0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:  # (NaN fails too)
         raise ValueError(f"{name} must be a number between 0 and 1, got {value!r}")
     return float(value)
 

@@ -49,8 +49,13 @@ def bucket_size(k: int) -> str:
 # ---- validation ---------------------------------------------------------------------------------
 
 def _usable_number(value: Any) -> bool:
-    """A finite real number that is not a bool."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite real number that is not a bool (an int too large for a float is not finite)."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _check_threshold(value: Any) -> float:
@@ -212,12 +217,16 @@ def _jev_distribution(kind: str, probabilities: Any) -> list[float] | None:
             return None
         try:
             value = float(raw)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
         if not math.isfinite(value) or value < 0:
             return None
         values.append(value)
     total = sum(values)
+    if not math.isfinite(total):  # finite values whose sum overflows: the same distribution, scaled down first
+        top = max(values)
+        values = [v / top for v in values]
+        total = sum(values)
     if total <= 0:  # all zero: read as the uniform distribution
         return [1.0 / len(values)] * len(values)
     return [v / total for v in values]

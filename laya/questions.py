@@ -75,6 +75,9 @@ def _json_text(value: Any, what: str, **kwargs: Any) -> str:
         return json.dumps(value, ensure_ascii=False, **kwargs)
     except RecursionError:
         raise ValueError(f"{what} {_TOO_DEEP}") from None
+    except (TypeError, ValueError) as e:  # a set, a tuple key, numpy scalars, a circular reference...
+        raise type(e)(f"{what} is not JSON data ({e}); convert it to str keys and str, number, bool, None, list or "
+                      "dict values first") from None
 
 
 def render_criterion(value: Any) -> str:
@@ -148,7 +151,7 @@ def _instructions_text(qid: Any, definition: dict) -> str:
     elif isinstance(value, (dict, list)) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
         try:
             text = _json_text(value, "'instructions'")
-        except ValueError as e:
+        except (TypeError, ValueError) as e:
             raise _fail(qid, str(e)) from None
     else:
         raise _fail(qid, f"'instructions' must be a string (or JSON data), not {type(value).__name__}")

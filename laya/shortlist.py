@@ -156,6 +156,15 @@ class _Tournament:
             self.rounds[i][qid] += 1
         self.tokens[i] += int(result.get("usage", {}).get("input_tokens", 0))
 
+    def in_caller_terms(self, error: ValueError, plan: list) -> ValueError:
+        """A round's refusal naming the caller's question instead of the round's generated id."""
+        text = str(error)
+        for gid, qid, group, _ in plan:
+            if gid is not None and f"question {gid!r}" in text:
+                return ValueError(text.replace(f"question {gid!r}", f"question {qid!r} (a tournament round over "
+                                                                     f"{len(group)} of its {len(self.labels[qid])} options)"))
+        return error
+
     def final_questions(self, i: int) -> dict:
         return _narrowed_questions(self.questions, self.labels, self.criteria, self.alive[i])
 
@@ -197,8 +206,11 @@ def predict_tournament_batch(agent: Any, states: list, questions: dict, group_si
         rounds = {i: t.elimination(i) for i in pending}
         pending = [i for i in pending if rounds[i][0]]
         for members in _by_key(pending, t.key).values():
-            asked = rounds[members[0]][0]
-            results = agent.predict_batch([states[i] for i in members], asked, **predict_kwargs)
+            asked, plan = rounds[members[0]]
+            try:
+                results = agent.predict_batch([states[i] for i in members], asked, **predict_kwargs)
+            except ValueError as e:
+                raise t.in_caller_terms(e, plan) from None
             for i, result in zip(members, results):
                 t.advance(i, rounds[i][1], result)
     out: list[dict | None] = [None] * len(states)

@@ -169,10 +169,13 @@ def _enum_field(name: str, node: dict, path: str, nullable: bool) -> SchemaField
 
 
 def _bound(node: dict, key: str, exclusive: str, step: int) -> int | None:
-    if key in node:
-        return _integral(node[key])
+    """The inclusive integer bound; given both forms, the tighter one (step +1: a lower bound, -1: an upper)."""
+    inclusive = _integral(node[key]) if key in node else None
     value = _integral(node.get(exclusive))
-    return None if value is None else value + step
+    strict = None if value is None else value + step
+    if inclusive is None or strict is None:
+        return strict if inclusive is None else inclusive
+    return max(inclusive, strict) if step > 0 else min(inclusive, strict)
 
 
 def _score_field(name: str, node: dict, path: str, nullable: bool) -> SchemaField:
@@ -265,7 +268,16 @@ def plan_for(schema: Any) -> SchemaPlan:
 
 # ---- answers -> values --------------------------------------------------------------------------
 
-def _value(f: SchemaField, answer: dict) -> Any:
+def _value(f: SchemaField, answer: Any) -> Any:
+    """The property's value from its answer; an answer of another shape is a ValueError naming the property."""
+    try:
+        return _read_value(f, answer)
+    except (KeyError, TypeError, AttributeError, ValueError):
+        raise ValueError(f"the answer for {f.name!r} is not a {f.kind} answer this schema can read "
+                         f"({answer!r:.200}); was it produced for this schema?") from None
+
+
+def _read_value(f: SchemaField, answer: dict) -> Any:
     if answer.get("low_confidence"):
         return None  # abstained: the caller asked for no guess below min_confidence
     if f.kind == "noul":
@@ -294,6 +306,8 @@ def _probabilities(f: SchemaField, answer: dict) -> dict:
 def answers_to_json(answers: dict, schema: Any) -> dict:
     """{property: value} from the answers of a schema's questions (a plan, JSON schema or pydantic class)."""
     plan = plan_for(schema)
+    if not isinstance(answers, dict):
+        raise ValueError(f"answers must be a dict of property -> answer, got {type(answers).__name__}")
     missing = [f.name for f in plan if f.name not in answers]
     if missing:
         raise ValueError(f"answers lack the schema properties {missing}; were they asked with this schema?")
@@ -315,8 +329,10 @@ def answer_to_pydantic(answers: dict, model: Any) -> Any:
         raise
 
 
-def _project(plan: SchemaPlan | None, result: dict, return_details: bool) -> Any:
-    answers = result["answers"]
+def _project(plan: SchemaPlan | None, result: Any, return_details: bool) -> Any:
+    answers = result.get("answers") if isinstance(result, dict) else None
+    if not isinstance(answers, dict):
+        raise ValueError(f"the runner returned {result!r:.200}, not a result with an 'answers' dict")
     if plan is None:
         values = answers
     elif plan.model is not None and not return_details:
@@ -398,7 +414,11 @@ def decide_batch(runner: Any, states: Any, schema: Any = None, *, questions: dic
     if isinstance(states, (str, bytes)) or not isinstance(states, Sequence):
         raise TypeError(f"states must be a sequence of states, not {type(states).__name__}")
     plan, qs = _plan_and_questions(schema, questions, min_confidence)
-    results = _predict_batch(runner, list(states), qs, predict_kwargs)
+    states = list(states)
+    results = _predict_batch(runner, states, qs, predict_kwargs)
+    if not isinstance(results, list) or len(results) != len(states):
+        got = len(results) if isinstance(results, list) else type(results).__name__
+        raise RuntimeError(f"{type(runner).__name__}.predict_batch returned {got} results for {len(states)} states")
     apply_confidence_gate(results, min_confidence)
     return [_project(plan, r, return_details) for r in results]
 

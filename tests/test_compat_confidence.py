@@ -35,7 +35,8 @@ def test_check_min_confidence_scalars(value, expected):
     assert out == expected and type(out) is float
 
 
-@pytest.mark.parametrize("value", [None, True, False, 1.5, -0.1, "0.5", float("nan"), math.inf, -math.inf, [0.5]])
+@pytest.mark.parametrize("value", [None, True, False, 1.5, -0.1, "0.5", float("nan"), math.inf, -math.inf, [0.5],
+                                   10 ** 400, -10 ** 400])  # (ints too large for a float: no OverflowError)
 def test_check_min_confidence_refuses_with_the_published_text(value):
     with pytest.raises(ValueError) as err:
         c.check_min_confidence(value)
@@ -209,3 +210,11 @@ def test_confidence_stays_torch_free():
     probe = "import sys, laya.confidence; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_huge_numbers_read_as_unusable_or_scaled_never_raise():
+    assert c.answer_confidence_value({"answer_confidence": 10 ** 400}) is None
+    assert c.jev_confidence({"type": "choice", "probabilities": {"a": 10 ** 400, "b": 0.7}}) is None
+    assert c.jev_confidence({"type": "score", "probabilities": {"0": 1e308, "1": 1e308}}) == 0.0  # uniform
+    with pytest.raises(ValueError, match="min_confidence"):
+        c.check_min_confidence({"default": -10 ** 400})

@@ -67,3 +67,19 @@ def test_states():
 def test_empty_instructions_of_any_form_are_refused(empty):
     with pytest.raises(ValueError, match=r"^question 'q': 'instructions' must not be empty; add the text the model"):
         check_question("q", {"type": "noul", "instructions": empty})
+
+
+def test_states_and_instructions_that_json_cannot_encode_are_named():
+    import numpy as np
+
+    from laya.questions import check_question, state_text
+
+    circular: dict = {}
+    circular["self"] = circular
+    for state, cls, inner in (({"a": {1, 2}}, TypeError, "type set"), ({(1, 2): "a"}, TypeError, "not tuple"),
+                              (circular, ValueError, "Circular reference"), ({"a": np.int64(3)}, TypeError, "int64")):
+        with pytest.raises(cls) as e:
+            state_text(state)
+        assert str(e.value).startswith("state is not JSON data (") and inner in str(e.value)
+    with pytest.raises(ValueError, match=r"^question 'q': 'instructions' is not JSON data \(Object of type set"):
+        check_question("q", {"type": "choice", "instructions": {"a": {1}}, "criteria": ["a", "b"]})

@@ -316,3 +316,15 @@ def test_predict_shortlist_gates_the_widened_answer(agent):
     assert batch[0] == result
     plain = predict_shortlist(agent, "a ripe cherry", _questions(30), FakeEmbed(), k=4)
     assert "abstention" not in plain["answers"]["pick"]  # no gate asked: nothing written
+
+
+def test_a_refused_tournament_round_names_the_callers_question(agent):
+    from laya.shortlist import predict_tournament_batch
+
+    long = "a rather long description " * 3
+    questions = {"refund_reason": {"type": "choice", "instructions": "pick",
+                                   "criteria": {f"opt {i}": long for i in range(6)}}}
+    with pytest.raises(ValueError) as e:
+        predict_tournament_batch(agent, ["hello"], questions, group_size=5, max_len=16)
+    assert str(e.value).startswith("question 'refund_reason' (a tournament round over 3 of its 6 options): ")
+    assert "'t0." not in str(e.value)

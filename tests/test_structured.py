@@ -246,3 +246,44 @@ def test_decide_on_the_tiny_agent(agent):
                                min_confidence=0.0)
     assert [sorted(d.values) for d in batch] == [sorted(SCHEMA["properties"])] * 2
     assert all(isinstance(d, DecisionResult) for d in batch)
+
+
+def test_both_bound_forms_take_the_tighter_one():
+    from laya.structured import plan_from_json_schema
+
+    for node, levels in (({"minimum": 0, "maximum": 3, "exclusiveMaximum": 3}, ["0", "1", "2"]),
+                         ({"minimum": 0, "exclusiveMinimum": 1, "maximum": 3}, ["2", "3"]),
+                         ({"minimum": 2, "exclusiveMinimum": 0, "maximum": 9, "exclusiveMaximum": 20}, list("23456789"))):
+        (field,) = plan_from_json_schema({"properties": {"x": {"type": "integer", **node}}})
+        assert field.question["criteria"] == levels and field.minimum == int(levels[0])
+
+
+def test_a_runners_result_of_another_shape_is_named():
+    import laya.structured as S
+
+    schema = {"properties": {"dept": {"enum": ["sales", "tech"]}, "urgent": {"type": "boolean"},
+                             "level": {"type": "integer", "minimum": 1, "maximum": 3}}}
+
+    class Runner:
+        def __init__(self, result=None, batch=None):
+            self.result, self.batch = result, batch
+
+        def predict(self, state, questions, **kwargs):
+            return self.result
+
+        def predict_batch(self, states, questions, **kwargs):
+            return self.batch
+
+    with pytest.raises(RuntimeError, match=r"^Runner.predict_batch returned 0 results for 1 states$"):
+        S.decide_batch(Runner(batch=[]), ["hi"], schema)
+    with pytest.raises(ValueError, match=r"^the runner returned None, not a result with an 'answers' dict$"):
+        S.decide(Runner(result=None), "hi", schema)
+    with pytest.raises(ValueError, match=r"^answers must be a dict of property -> answer, got NoneType$"):
+        S.answers_to_json(None, schema)
+    good = {"dept": {"type": "choice", "choice": "tech", "probabilities": {"sales": 0.2, "tech": 0.8}},
+            "urgent": {"type": "noul", "noul": 0.7}, "level": {"type": "score", "probabilities": {"0": 0.1, "1": 0.8, "2": 0.1}}}
+    assert S.answers_to_json(good, schema) == {"dept": "tech", "urgent": True, "level": 2}
+    for name, bad in (("dept", None), ("dept", {}), ("dept", {"choice": "zzz"}), ("urgent", {"noul": "x"}),
+                      ("level", {"probabilities": {"a": 1}}), ("level", {"probabilities": {}})):
+        with pytest.raises(ValueError, match=rf"^the answer for '{name}' is not a \w+ answer this schema can read"):
+            S.answers_to_json({**good, name: bad}, schema)
