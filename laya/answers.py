@@ -29,9 +29,9 @@ def _is_number(t: Any) -> bool:
 
 
 def clamp_temperature(t: Any, lo: float = TEMP_MIN, hi: float = TEMP_MAX) -> float:
-    if not _is_number(t) or not math.isfinite(t):
+    if not _is_number(t) or not -math.inf < t < math.inf:  # (compared, not converted: an int too big for a float)
         return 1.0
-    return float(min(hi, max(lo, float(t))))
+    return float(min(hi, max(lo, t)))
 
 
 def temperature_rejected(raw: Any, applied: Any) -> bool:

@@ -30,6 +30,7 @@ MIN_TYPE_N = 10
 MIN_BUCKET_N = 2000
 MIN_ABSTAIN_BUCKET_N = 100
 MIN_BINNING_BUCKET_N = 200
+MAX_MAP_BINS = 10_000  # a binning map stores one value per bin
 LOG_T_MARGIN = 10.0  # e-folds the optimiser may wander outside [TEMP_MIN, TEMP_MAX] before the clamp
 ECE_HOLDOUT_FRAC = 0.2
 TEMPERATURE_KEYS = ("temperature", "temperature_by_options")
@@ -60,7 +61,7 @@ def _vector(values: Any, name: str, where: str) -> np.ndarray:
     if not isinstance(values, (str, bytes, dict)) and getattr(values, "dtype", None) != np.bool_:
         try:
             arr = np.asarray(values, dtype=np.float64)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             arr = None
     if arr is None or arr.ndim != 1 or (not isinstance(values, np.ndarray) and any(isinstance(v, bool) for v in values)):
         raise _bad_record(where, f"{name} must be a one-dimensional numeric vector", values)
@@ -82,7 +83,8 @@ def check_record(record: Any, where: str = "record") -> tuple:
         raise _bad_record(where, f"logits and target must have the same length ({len(logits)} logits)", len(target))
     k = _integral(record[3]) if len(record) == 4 else len(logits)
     if k is None or not 1 <= k <= len(logits):
-        raise _bad_record(where, f"k must be an integer between 1 and the vector length ({len(logits)})", record[3])
+        raise _bad_record(where, f"k must be an integer between 1 and the vector length ({len(logits)})",
+                          record[3] if len(record) == 4 else k)
     if np.any(target < 0) or abs(float(target.sum()) - 1.0) > 1e-5:
         raise _bad_record(where, "target must be a nonnegative probability vector summing to 1", record[2])
     return qtype, logits, target, k
@@ -147,10 +149,26 @@ def temperature_for(qtype: int, k: int, temperature: Sequence[float], by_options
     return (by_options or {}).get(temp_bucket(qtype, k), temperature[qtype])
 
 
+def _positive_finite(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and 0.0 < value < math.inf
+
+
+def _check_temperatures(temperature: Any, by_options: Any) -> None:
+    """Temperatures a fit divides logits by: three positive finite numbers, and a bucket map of the same."""
+    if not isinstance(temperature, (list, tuple)) or len(temperature) != 3 or \
+            not all(_positive_finite(t) for t in temperature):
+        raise ValueError(f"temperature must be 3 positive finite numbers (choice, score, noul), got {temperature!r:.120}")
+    if by_options is not None and (not isinstance(by_options, dict) or
+                                   not all(_positive_finite(t) for t in by_options.values())):
+        raise ValueError(f"temperature_by_options must be a dict of bucket -> positive finite number, "
+                         f"got {by_options!r:.120}")
+
+
 def predictions(records: Iterable[Record], temperature: Sequence[float] = (1.0, 1.0, 1.0),
                 by_options: dict | None = None, binning_map: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(answer confidence = max probability, binned when a map is given; correct = argmax matches the gold
     argmax) per record."""
+    _check_temperatures(temperature, by_options)
     conf, correct = [], []
     for qtype, logits, target, k in records:
         t = temperature_for(qtype, k, temperature, by_options)
@@ -168,12 +186,13 @@ def ece_score(conf: Sequence[float], correct: Sequence[bool], bins: int = 15) ->
     correct = np.asarray(correct, dtype=np.float64)
     if conf.size == 0:
         return 0.0
+    if correct.shape != conf.shape:
+        raise ValueError(f"conf and correct must be the same length, got {conf.size} and {correct.size}")
     index = np.clip(np.ceil(conf * bins).astype(int) - 1, 0, bins - 1)
     total = 0.0
-    for b in range(bins):
+    for b in np.unique(index):  # the occupied bins, in order: the same sum without walking empty ones
         sel = index == b
-        if sel.any():
-            total += sel.sum() / conf.size * abs(correct[sel].mean() - conf[sel].mean())
+        total += sel.sum() / conf.size * abs(correct[sel].mean() - conf[sel].mean())
     return float(total)
 
 
@@ -245,6 +264,9 @@ def fit_binning_map(records: Sequence[Record], temperature: Sequence[float], tem
                     *, bins: int = 15, min_bucket_n: int = MIN_BINNING_BUCKET_N) -> dict:
     """{bucket: {"bins", "values": per-bin accuracy (an empty bin keeps its centre)}} for full buckets."""
     bins = check_bins(bins)
+    if bins > MAX_MAP_BINS:
+        raise ValueError(f"bins must be at most {MAX_MAP_BINS} for a binning map (it stores one value per bin), "
+                         f"got {bins}")
     min_bucket_n = _positive_count(min_bucket_n, "min_bucket_n")
     groups: dict[str, list] = {}
     for r in check_records(records):
@@ -283,6 +305,7 @@ def fit_abstention_thresholds(records: Sequence[Record], temperature: Sequence[f
             not 0.0 <= target_error <= 1.0:
         raise ValueError(f"target_error must be in [0.0, 1.0], got {target_error!r}")
     min_bucket_n = _positive_count(min_bucket_n, "min_bucket_n")
+    binning_map = check_binning_map(binning_map)
     groups: dict[str, list] = {}
     for r in check_records(records):
         groups.setdefault(temp_bucket(r[0], r[3]), []).append(r)

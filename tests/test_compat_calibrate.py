@@ -238,3 +238,26 @@ def test_one_calibration_module():
 
     assert importlib.util.find_spec("laya.calibration") is None
     assert cal.write_calibration and cal.read_calibration_json and cal.check_binning_map
+
+
+def test_fuzzed_inputs_are_named_and_never_hang():
+    from laya.calibrate import check_record, ece_score, fit_abstention_thresholds, fit_binning_map
+
+    assert ece_score([0.5], [True], bins=10 ** 12) == 0.5  # occupied bins only: no walk over empty ones
+    assert ece_score([0.5, 0.9, 0.1], [True, False, True], bins=15) == pytest.approx(0.7666666666666666)
+    with pytest.raises(ValueError, match="^conf and correct must be the same length, got 2 and 1$"):
+        ece_score([0.5, 0.6], [True])
+    with pytest.raises(ValueError, match=r"k must be an integer between 1 and the vector length \(0\), got 0"):
+        check_record((0, [], []))
+    with pytest.raises(ValueError, match="logits must be a one-dimensional numeric vector"):
+        check_record((0, [10 ** 400, 1], [0, 1]))  # an int too large for a float
+    rec = records(120)
+    for temperature in ([0, 0, 0], None, [float("nan"), 1, 1], [-1, 1, 1]):
+        with pytest.raises(ValueError, match="^temperature must be 3 positive finite numbers"):
+            fit_abstention_thresholds(rec, temperature, {})
+    with pytest.raises(ValueError, match="^temperature_by_options must be a dict of bucket -> positive finite"):
+        fit_binning_map(rec, [1, 1, 1], {"choice:3-5": 0}, min_bucket_n=10)
+    with pytest.raises(ValueError, match="binning_map"):
+        fit_abstention_thresholds(rec, [1, 1, 1], {}, binning_map={"choice:3-5": {"values": [7.0]}})
+    with pytest.raises(ValueError, match="^bins must be at most 10000 for a binning map"):
+        fit_binning_map(rec, [1, 1, 1], {}, bins=10 ** 9, min_bucket_n=10)

@@ -639,3 +639,10 @@ def test_cli_bad_flag_values_fail_before_answering(fake_cli, data_file, capsys):
         assert main(["run", data_file, *flag]) == 2
         assert capsys.readouterr().err.startswith("laya-evals: ")
     assert fake_cli.calls == []
+
+
+def test_a_nan_or_infinite_metric_never_passes_a_regression_check():
+    from laya.evals.report import regressed
+
+    assert regressed("accuracy", 0.5, float("nan"), 0.0) and regressed("ece", float("inf"), 0.1, 0.0)
+    assert not regressed("accuracy", 0.5, 0.6, 0.0) and regressed("accuracy", 0.5, 0.4, 0.0)

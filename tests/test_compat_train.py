@@ -199,3 +199,17 @@ def test_published_parameter_names():
     assert list(inspect.signature(T.save_checkpoint).parameters) == ["model", "tok", "cfg", "path"]
     q = T.to_internal("q", {"type": "choice", "instructions": "i", "criteria": {"a": "A", "b": "B"}})
     np.testing.assert_allclose(T.target_from_expected(q, expected_val="a"), [1.0, 0.0])
+
+
+@pytest.mark.parametrize("field,value,text", [
+    ("max_steps", float("nan"), "max_steps must be a positive integer"), ("max_steps", 1.5, "max_steps must be a positive integer"),
+    ("micro_batch", float("inf"), "micro_batch must be a positive integer"), ("save_every", 0, "save_every must be a positive integer"),
+    ("epochs", float("inf"), "epochs must be a positive number"), ("head_lr", float("nan"), "head_lr must be a finite number >= 0"),
+    ("grad_clip", -1.0, "grad_clip must be a finite number >= 0"), ("freeze_layers", -1, "freeze_layers must be a finite"),
+    ("label_smoothing", 1.5, "label_smoothing must be in"), ("target_error", 2, "target_error must be in"),
+    ("min_abstain_n", "5", "min_abstain_n must be a positive integer")])
+def test_config_refuses_values_that_would_train_on_nonsense(field, value, text):
+    import dataclasses
+
+    with pytest.raises(ValueError, match=text):
+        dataclasses.replace(T.TrainConfig(), **{field: value}).validate()

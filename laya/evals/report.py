@@ -98,6 +98,8 @@ def check_tolerances(tolerances: Any) -> dict[str, float]:
 
 
 def regressed(metric: str, baseline: float, value: float, tolerance: float) -> bool:
+    if not (math.isfinite(baseline) and math.isfinite(value)):  # NaN compares false: it must not pass
+        return True
     slack = tolerance + 1e-12
     if metric in LOWER_IS_BETTER or metric.endswith("_ms"):
         return value > baseline + slack

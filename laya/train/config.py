@@ -11,7 +11,10 @@ from ..questions import QTYPES
 
 LOSSES = ("soft-ce", "rlcd")
 POSITIVE_FIELDS = ("epochs", "micro_batch", "grad_accum", "rl_samples", "calib_max", "max_len", "head_max_len",
-                   "max_steps")
+                   "max_steps", "save_every", "calib_min_bucket_n", "min_abstain_n")
+INTEGER_FIELDS = POSITIVE_FIELDS[1:]  # counts; epochs may be fractional
+NON_NEGATIVE_FIELDS = ("encoder_lr", "head_lr", "min_lr", "warmup_frac", "weight_decay", "grad_clip", "rl_weight",
+                       "sigma_start", "sigma_end", "w_sph", "w_rps", "freeze_layers", "label_smoothing")
 MIN_UPDATES = 50  # fewer optimiser updates than this rarely move a fresh head off the uniform answer
 
 
@@ -91,8 +94,21 @@ class TrainConfig:
                              "'sequential' or 'parallel'")
         for name in POSITIVE_FIELDS:
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            if value is None:
+                continue
+            if name in INTEGER_FIELDS and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
+        for name in NON_NEGATIVE_FIELDS:  # (NaN, inf and negative rates or weights train on nonsense)
+            value = getattr(self, name, 0)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if not self.label_smoothing < 1.0:  # (>= 0 checked above) all the mass off the answer teaches nothing
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
+        if isinstance(self.target_error, bool) or not isinstance(self.target_error, (int, float)) or \
+                not 0.0 <= self.target_error <= 1.0:
+            raise ValueError(f"target_error must be in [0.0, 1.0], got {self.target_error!r}")
         frac = self.calib_frac
         if isinstance(frac, bool) or not isinstance(frac, (int, float)) or not 0.0 <= frac < 1.0:
             raise ValueError(f"calib_frac must be in [0, 1), got {frac!r}")

@@ -494,7 +494,8 @@ def fit_calibration(records: list[tuple], config: TrainConfig) -> tuple[dict, di
                               min_bucket_n=config.calib_min_bucket_n) if records else \
         {"temperature": [1.0, 1.0, 1.0], "temperature_by_options": {}, "n_by_bucket": {}, "temperature_clamped": {}}
     thresholds = fit_abstention_thresholds(records, fit["temperature"], fit["temperature_by_options"],
-                                           target_error=config.target_error) if records else {}
+                                           target_error=config.target_error,
+                                           min_bucket_n=config.min_abstain_n) if records else {}
     notes = calibration_warnings(records)
     for note in notes:
         warnings.warn(f"laya-train: {note}", RuntimeWarning, stacklevel=3)
