@@ -94,8 +94,13 @@ def load_config(model_dir: str, name: str | None = None) -> dict:
             f"Incompatible model: {shown!r} does not contain {CONFIG_FILE!r}. That file ships with the weights "
             "of a Laya checkpoint, so load one of those (e.g. 'convaiinnovations/laya') or a directory your own "
             "training run wrote.")
-    with open(path, encoding="utf-8") as f:
-        cfg = json.load(f)
+    try:
+        with open(path, encoding="utf-8") as f:
+            cfg = json.load(f)
+    except (ValueError, RecursionError) as e:  # (JSON and UTF-8 errors are ValueErrors)
+        raise ValueError(f"Incompatible model: {path} is not valid UTF-8 JSON ({e})") from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"Incompatible model: {path} must hold a JSON object, got {type(cfg).__name__}")
     missing = [k for k in REQUIRED_CONFIG_KEYS if k not in cfg]
     if missing:
         raise ValueError(f"Incompatible model: {path} lacks required keys {missing}")

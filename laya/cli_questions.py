@@ -28,7 +28,7 @@ def load_questions(path: str) -> tuple[dict, str]:
     try:
         with open(path, encoding="utf-8") as f:
             data: Any = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:  # (RecursionError: too deep)
         raise ValueError(f"could not read --questions file {path} ({e})") from None
     if not isinstance(data, dict):
         raise ValueError("--questions file must be a JSON object of question id -> definition")

@@ -314,3 +314,12 @@ def test_read_batch_lines_reads_utf8_from_stdin_whatever_the_locale(tmp_path, mo
     path = tmp_path / "lines.txt"
     path.write_text(" x \n\ny\n", encoding="utf-8")
     assert cli.read_batch_lines(str(path)) == ["x", "y"]
+
+
+def test_a_question_file_nested_too_deep_is_a_clear_error(tmp_path):
+    from laya.cli_questions import load_questions
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100000)
+    with pytest.raises(ValueError, match=f"^could not read --questions file {deep}"):
+        load_questions(str(deep))

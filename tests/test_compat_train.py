@@ -213,3 +213,22 @@ def test_config_refuses_values_that_would_train_on_nonsense(field, value, text):
 
     with pytest.raises(ValueError, match=text):
         dataclasses.replace(T.TrainConfig(), **{field: value}).validate()
+
+
+def test_train_cli_dry_run_validates_the_config_and_bad_files_are_named(tmp_path, capsys):
+    from laya.checkpoint import load_config
+    from laya.train import cli
+
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"state": "x", "questions": {"u": {"type": "noul", "instructions": "?"}},
+                                "expected": {"u": True}}) + "\n")
+    assert cli.main(["--data", str(data), "--dry-run", "--micro-batch", "0"]) == 2
+    assert "micro_batch must be a positive integer, got 0" in capsys.readouterr().err
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100000 + "\n")
+    assert cli.main(["--data", str(deep), "--dry-run"]) == 2
+    broken = tmp_path / "ckpt"
+    broken.mkdir()
+    (broken / "rl_agent_config.json").write_text("{\n")
+    with pytest.raises(ValueError, match=r"^Incompatible model: .*rl_agent_config.json is not valid UTF-8 JSON"):
+        load_config(str(broken))

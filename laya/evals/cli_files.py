@@ -29,7 +29,7 @@ def read_json_strict(path: str) -> Any:
         raise EvalError(f"{path} cannot be read: {e}") from None
     try:
         return json.loads(text, object_pairs_hook=_no_duplicates(path))
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, RecursionError) as e:  # (RecursionError: nested too deep)
         raise EvalError(f"{path} is not valid JSON: {e}") from None
 
 

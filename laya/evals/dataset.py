@@ -119,7 +119,7 @@ class Dataset:
                 continue
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError as e:
+            except (json.JSONDecodeError, RecursionError) as e:  # (RecursionError: nested too deep)
                 raise EvalError(f"{path}:{n} is not valid JSON: {e}") from None
             examples.append(Example.from_dict(row, where=f"{path}:{n}"))
         if not examples:

@@ -113,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     config = TrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
     config.progress = not args.no_progress
     try:
+        config.validate()  # a dry run reports a plan a real run would refuse otherwise
         examples = _load(args.data, args)
         calib = _load(args.eval_data, args) if args.eval_data else None
         if args.dry_run:
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         from .loop import train
 
         meta = train(examples, base=_resolve_base(args.base), out_dir=args.out, config=config, calib_data=calib)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, OSError, RecursionError) as e:  # (FileNotFoundError, FileExistsError: OSErrors)
         print(f"laya-train: error: {e}", file=sys.stderr)
         return 2
     summary = {k: meta[k] for k in ("steps", "stopped_by", "train_examples", "final_loss", "elapsed_s")}

@@ -85,7 +85,7 @@ def read_jsonl(path: str) -> list:
             if line.strip():
                 try:
                     rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
+                except (json.JSONDecodeError, RecursionError) as e:  # (RecursionError: nested too deep)
                     raise ValueError(f"{_where(path, line_no)}: not valid JSON ({e})") from None
     return rows
 
@@ -131,7 +131,7 @@ def load_gold_jsonl(path: str, smoothing: float = 0.0, skipped: collections.Coun
             where = _where(path, line_no)
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError as e:
+            except (json.JSONDecodeError, RecursionError) as e:  # (RecursionError: nested too deep)
                 raise ValueError(f"{where}: not valid JSON ({e})") from None
             if not isinstance(row, dict) or "state" not in row or not isinstance(row.get("questions"), dict):
                 if skipped is None:
