@@ -266,3 +266,10 @@ def test_evidence_from_run_rejudges_with_new_gates(tiny_checkpoint, gold, tmp_pa
     assert "re-judged" in rec["source"]
     code, rec = run_json(capsys, ["evidence", "--from", str(run_file), "--min-accuracy", "0"])
     assert code == 0 and rec["verdict"] == "pass"
+
+
+def test_evidence_from_a_file_that_is_not_utf8_json_is_a_usage_error(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b"\xff\xfe{")
+    assert main(["evidence", "--from", str(bad)]) == 2
+    assert f"--from '{bad}': not JSON (" in capsys.readouterr().err

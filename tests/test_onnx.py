@@ -179,6 +179,13 @@ def test_bad_providers_and_threads(tiny_checkpoint, onnx_graph):
         onnx_agent.ONNXAgent(tiny_checkpoint, onnx_path=onnx_graph, threads=0)
 
 
+def test_a_file_that_is_no_graph_is_named(tiny_checkpoint, tmp_path):
+    fake = tmp_path / "not_a_graph.onnx"
+    fake.write_text('{"questions": {}}')
+    with pytest.raises(ValueError, match=rf"^ONNX Runtime cannot load '{re.escape(str(fake))}' \(.*export_onnx.py$"):
+        onnx_agent.ONNXAgent(tiny_checkpoint, onnx_path=str(fake), threads=1)
+
+
 def test_export_refuses_bad_exporter(agent, tmp_path):
     with pytest.raises(ValueError, match="exporter 'jit' is not known"):
         export.export_module(agent.model, str(tmp_path / "x.onnx"), exporter="jit")

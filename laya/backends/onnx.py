@@ -75,10 +75,18 @@ def create_session(path: str, providers: Any = None, threads: int | None = None)
         return ort.InferenceSession(path, sess_options=opts, providers=chosen)
     except Exception as e:  # noqa: BLE001 - a broken CUDA install must not stop a CPU run
         if chosen == [CPU_EP] or providers is not None:
-            raise
+            raise _unloadable(path, e) from None
         warnings.warn(f"{PREFIX}: the CUDA provider failed to start ({type(e).__name__}: {e}); using the CPU",
                       RuntimeWarning, stacklevel=3)
+    try:
         return ort.InferenceSession(path, sess_options=opts, providers=[CPU_EP])
+    except Exception as e:  # noqa: BLE001 - ORT's own classes: named as what the caller can fix
+        raise _unloadable(path, e) from None
+
+
+def _unloadable(path: str, error: Exception) -> ValueError:
+    return ValueError(f"ONNX Runtime cannot load {path!r} ({type(error).__name__}: {str(error)[:300]}); point it at "
+                      "a graph written by scripts/export_onnx.py")
 
 
 class OnnxBackend(Backend):

@@ -349,7 +349,7 @@ def do_evidence(args, argv: list[str]) -> dict:
                 run = json.load(f)
         except FileNotFoundError:
             raise UsageError(f"--from: file {args.from_run!r} not found") from None
-        except json.JSONDecodeError as e:
+        except (ValueError, RecursionError) as e:  # (invalid JSON or UTF-8, or nested too deep)
             raise UsageError(f"--from {args.from_run!r}: not JSON ({e})") from None
         if not isinstance(run, dict) or run.get("command") != "run" or "metrics" not in run:
             raise UsageError(f"--from {args.from_run!r}: not the output of `laya-evals run --json`")
