@@ -225,23 +225,27 @@ def _split_letters(text: str, start: int, end: int) -> list[tuple[int, int]]:
     return spans + ([(first, end)] if first is not None else [])
 
 
-def _letter_runs(text: str) -> list[tuple[int, int]]:
-    """Spans of the maximal runs of letters (R-LANG-7's letters: no digits, underscores or other numerics)."""
-    spans = []
-    for m in _word_pattern(text).finditer(text):
-        spans += [m.span()] if m.group().isalpha() else _split_letters(text, m.start(), m.end())
-    return spans
+def _match_letters(text: str, m: re.Match) -> list[tuple[int, int]]:
+    """The letter runs of one word match: itself, unless it also holds other numerics."""
+    return [m.span()] if m.group().isalpha() else _split_letters(text, m.start(), m.end())
+
+
+def _letter_runs(text: str, pattern: re.Pattern | None = None) -> list[tuple[int, int]]:
+    """Spans of the maximal runs of letters (R-LANG-7's letters: no digits, underscores or other numerics);
+    `pattern`: `_word_pattern(text)` when the caller has it."""
+    return [span for m in (pattern or _word_pattern(text)).finditer(text) for span in _match_letters(text, m)]
 
 
 def _words_and_rate(text: str) -> tuple[list[str], float]:
     lowered = _IDENTIFIER.sub(" ", text).replace("İ", "i").lower()
     accented = sum(n for ch, n in Counter(lowered).items() if ch in NON_ENGLISH_LETTERS)
     rate = accented / len(lowered) if lowered else 0.0
-    if _word_pattern(lowered) is _WORD:  # the common case at C speed: runs that are all letters as found
+    pattern = _word_pattern(lowered)
+    if pattern is _WORD:  # the common case at C speed: runs that are all letters as found
         words = _WORD.findall(lowered)
         if all(map(str.isalpha, words)):
             return words, rate
-    return [lowered[a:b] for a, b in _letter_runs(lowered)], rate
+    return [lowered[a:b] for a, b in _letter_runs(lowered, pattern)], rate
 
 
 def _score(counts: Counter, language: str) -> int:
@@ -324,8 +328,7 @@ def _caps_runs(text: str) -> list[tuple[int, int]]:
     for m in _word_pattern(text).finditer(text):
         if not m.group().isupper():  # (every letter upper implies isupper: most words leave here at C speed)
             continue
-        spans = [m.span()] if m.group().isalpha() else _split_letters(text, m.start(), m.end())
-        runs += [(a, b) for a, b in spans if b - a >= 2 and all(ch.isupper() for ch in text[a:b])]
+        runs += [(a, b) for a, b in _match_letters(text, m) if b - a >= 2 and all(ch.isupper() for ch in text[a:b])]
     return runs
 
 
