@@ -16,7 +16,7 @@ import torch
 from .checkpoint import check_weights_file, load_config, load_tokenizer, load_weights, parse_digest_env, \
     resolve_checkpoint_dir, verify_digests
 from .device import MPS_AMP_MIN_ROWS_DEFAULT, Precision, precision_policy, resolve_device  # noqa: F401 (R-P2-2)
-from .answers import softmax_rows
+from .answers import check_flag, softmax_rows
 from .cpu_bf16 import Bf16Weights
 from .cpu_malloc import keep_freed_buffers
 from .read_write_gate import ReadWriteGate
@@ -223,6 +223,7 @@ class Agent(Predictor):
 
     def set_backend(self, name: str = "auto", strict: bool = False, **options: Any) -> str:
         """Install a backend (waits for inference in flight); unavailable -> warning + eager, or raise if strict."""
+        check_flag(strict, "strict")
         name = backends.normalise(name)
         backends.check_options(name, self, options)  # a typo costs nothing: the working backend stays
         with self._gate.writing():
@@ -254,6 +255,7 @@ class Agent(Predictor):
 
     def accelerate(self, use_graphs: bool = True, strict: bool = False) -> bool:
         """The TileLang fast path; False (with a warning) when it cannot run here."""
+        check_flag(use_graphs, "use_graphs")
         return self.set_backend("tilelang", strict=strict, use_graphs=use_graphs) == "tilelang"
 
     def deaccelerate(self) -> None:

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 from . import confidence
 from .confidence import BUCKET_SIZES, bucket_size
+from .numeric import is_real
 from .questions import QTYPES, QTYPE_NAMES, Question
 
 TEMP_MIN = 0.5
@@ -23,20 +24,15 @@ def temp_bucket(qtype: int | str, k: int) -> str:
     return f"{name}:{bucket_size(k)}"
 
 
-def _is_number(t: Any) -> bool:
-    """A real number that is not a bool (numpy scalars included)."""
-    return isinstance(t, numbers.Real) and not isinstance(t, bool)  # (numpy's bool is no numbers.Real)
-
-
 def clamp_temperature(t: Any, lo: float = TEMP_MIN, hi: float = TEMP_MAX) -> float:
-    if not _is_number(t) or not -math.inf < t < math.inf:  # (compared, not converted: an int too big for a float)
+    if not is_real(t, finite=True, huge_ints=True):  # (an int too big for a float clamps to hi)
         return 1.0
     return float(min(hi, max(lo, t)))
 
 
 def temperature_rejected(raw: Any, applied: Any) -> bool:
     """True when a raw temperature was not used as given: a bool, a non-number, or a value the clamp changed."""
-    return not _is_number(raw) or applied != raw
+    return not is_real(raw) or applied != raw
 
 
 def unpermute_probs(p: Any, option_order: Any) -> list:
@@ -295,9 +291,17 @@ def unit_interval(value: Any, name: str) -> float:
 
 
 def positive_int(value: Any, name: str) -> int:
-    """`value` when it is an int >= 1 (bools refused), else a ValueError naming `name`."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    """`value` as an int when it is an integral number >= 1 (numpy ints too; bools refused), else a ValueError
+    naming `name`."""
+    if not is_real(value, positive=True, types=(numbers.Integral,)):
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def check_flag(value: Any, name: str) -> bool:
+    """`value` when it is True or False, else a TypeError naming `name` (a truthy 'no' must not read as yes)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
     return value
 
 

@@ -22,6 +22,8 @@ import numpy as np
 
 from .answers import (TEMP_MAX, TEMP_MIN, apply_binning_map, clamp_temperature, softmax, temp_bucket,  # noqa: F401 (re-exported)
                       temperature_rejected)
+from .answers import check_flag
+from .numeric import is_real
 from .questions import QTYPE_NAMES
 
 CALIBRATION_VERSION = 2
@@ -149,17 +151,14 @@ def temperature_for(qtype: int, k: int, temperature: Sequence[float], by_options
     return (by_options or {}).get(temp_bucket(qtype, k), temperature[qtype])
 
 
-def _positive_finite(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and 0.0 < value < math.inf
-
-
 def _check_temperatures(temperature: Any, by_options: Any) -> None:
     """Temperatures a fit divides logits by: three positive finite numbers, and a bucket map of the same."""
-    if not isinstance(temperature, (list, tuple)) or len(temperature) != 3 or \
-            not all(_positive_finite(t) for t in temperature):
+    def positive(t: Any) -> bool:  # (an int too big for a float is compared, not converted)
+        return is_real(t, finite=True, huge_ints=True, positive=True)
+
+    if not isinstance(temperature, (list, tuple)) or len(temperature) != 3 or not all(map(positive, temperature)):
         raise ValueError(f"temperature must be 3 positive finite numbers (choice, score, noul), got {temperature!r:.120}")
-    if by_options is not None and (not isinstance(by_options, dict) or
-                                   not all(_positive_finite(t) for t in by_options.values())):
+    if by_options is not None and (not isinstance(by_options, dict) or not all(map(positive, by_options.values()))):
         raise ValueError(f"temperature_by_options must be a dict of bucket -> positive finite number, "
                          f"got {by_options!r:.120}")
 
@@ -233,6 +232,7 @@ def fit_temperature_map(records: Sequence[Record], compute_ece: bool = False, se
     {"fitted", "applied", "bound"}}}; with compute_ece, ECE_HOLDOUT_FRAC of the records (seeded) are kept
     out of the fit and "report" gives {"ece_before", "ece_after", "n", "n_eval", "buckets_excluded_from_eval"}."""
     records = check_records(records)
+    check_flag(compute_ece, "compute_ece")
     seed = _check_seed(seed)
     fit_on, check_on = _holdout(records, compute_ece, seed)
     clamped: dict = {}
@@ -305,6 +305,7 @@ def fit_abstention_thresholds(records: Sequence[Record], temperature: Sequence[f
             not 0.0 <= target_error <= 1.0:
         raise ValueError(f"target_error must be in [0.0, 1.0], got {target_error!r}")
     min_bucket_n = _positive_count(min_bucket_n, "min_bucket_n")
+    check_flag(conservative, "conservative")
     binning_map = check_binning_map(binning_map)
     groups: dict[str, list] = {}
     for r in check_records(records):

@@ -16,8 +16,9 @@ Router and serve all validate and gate through these functions.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Iterable
+
+from .numeric import is_real
 
 __all__ = ["BUCKET_QTYPES", "BUCKET_SIZES", "DEFAULT_BUCKET_KEY", "GATE_ABSTAINED", "GATE_PASSED", "GATE_STATES",
            "GATE_UNEVALUATED", "answer_bucket", "answer_confidence_value", "apply_confidence_gate", "bucket_keys",
@@ -48,18 +49,8 @@ def bucket_size(k: int) -> str:
 
 # ---- validation ---------------------------------------------------------------------------------
 
-def _usable_number(value: Any) -> bool:
-    """A finite real number that is not a bool (an int too large for a float is not finite)."""
-    if not isinstance(value, numbers.Real) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
-
-
 def _check_threshold(value: Any) -> float:
-    if not _usable_number(value) or not 0.0 <= value <= 1.0:
+    if not is_real(value, finite=True) or not 0.0 <= value <= 1.0:
         raise ValueError(f"min_confidence must be a float in [0.0, 1.0], got {value!r}")
     return float(value)
 
@@ -123,13 +114,13 @@ def resolve_min_confidence(answer: Any, thresholds: Any, default: float = 0.0) -
 def answer_confidence_value(answer: Any) -> float | None:
     """The answer's `answer_confidence` when it is a finite, non-bool number, else None (no fallback)."""
     value = answer.get("answer_confidence") if isinstance(answer, dict) else None
-    return float(value) if _usable_number(value) else None
+    return float(value) if is_real(value, finite=True) else None
 
 
 def _compared_number(answer: dict) -> float | None:
     """`answer_confidence` when usable, else `confidence` under the same rule, else None."""
     value = answer_confidence_value(answer)
-    if value is None and _usable_number(answer.get("confidence")):
+    if value is None and is_real(answer.get("confidence"), finite=True):
         value = float(answer["confidence"])
     return value
 

@@ -17,13 +17,13 @@ import numpy as np
 
 from . import hooks as hooks_mod
 from . import stage_clock
-from .answers import (Calibration, DecodePlan, apply_min_confidence, check_min_confidence, clamp_temperatures,
-                      decode_planned, positive_int, resolve_lang_temperatures)
+from .answers import (Calibration, DecodePlan, apply_min_confidence, check_flag, check_min_confidence,
+                      clamp_temperatures, decode_planned, positive_int, resolve_lang_temperatures)
 from .calibrate import (apply_calibration_payload, calibration_payload_for, read_calibration_json,
                         write_calibration, check_records as _check_records)
 from .hooks import HookRegistry, PredictContext
 from .long import predict_long
-from .questions import Question, keeps_tail, render_state
+from .questions import Question, keeps_tail, render_state, render_states
 from .question_sets import question_set
 from .sequence import (Batch, Row, build_head, collate, config_head_max_len, config_max_len, encode, encode_view,
                        rows_for, scrub_mask, tokenizer_view)
@@ -34,9 +34,7 @@ NO_SCOPE = contextlib.nullcontext()  # (reusable: it keeps no state)
 
 
 def check_batch_invariant(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"batch_invariant must be True or False, got {value!r}")
-    return value
+    return check_flag(value, "batch_invariant")
 
 
 class Predictor(HookRegistry, StructuredDecisions):
@@ -111,7 +109,8 @@ class Predictor(HookRegistry, StructuredDecisions):
         if not isinstance(questions, dict):
             raise TypeError(f"questions must be a dict {{id: definition}}, got {type(questions).__name__}")
         if batch_size is not None:
-            positive_int(batch_size, "batch_size")
+            batch_size = positive_int(batch_size, "batch_size")
+        check_flag(sort_by_length, "sort_by_length")
         if lang is not None and not isinstance(lang, str):
             raise TypeError(f"lang must be a language code string such as 'de', got {type(lang).__name__}")
         min_confidence = check_min_confidence(min_confidence)
@@ -144,9 +143,7 @@ class Predictor(HookRegistry, StructuredDecisions):
     def _answer(self, states: list, questions: dict, batch_size: int | None, lang: str | None,
                 max_len: int | None, head_max_len: int | None, sort_by_length: bool,
                 min_confidence: Any) -> list[dict]:
-        if any(s is None for s in states):
-            raise TypeError("states must not contain None; pass a str, dict or list per state")
-        texts = [render_state(s) for s in states]
+        texts = render_states(states)
         qset = question_set(questions)
         qs = qset.qs
         if not states:

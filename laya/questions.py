@@ -121,6 +121,28 @@ def state_text(state: Any) -> str:
         "convert it to text or JSON-compatible data first")
 
 
+def located(error: Exception, where: str) -> Exception:
+    """The same TypeError/ValueError with " (at <where>)" appended (which item of a batch failed); others as is."""
+    if type(error) not in (TypeError, ValueError):
+        return error
+    return type(error)(f"{error} (at {where})")
+
+
+def render_states(states: list) -> list[str]:
+    """`render_state` of each state of a batch; with several states, an error names the bad one's index."""
+    texts = []
+    for i, state in enumerate(states):
+        try:
+            if state is None:
+                raise TypeError("states must not contain None; pass a str, dict or list per state")
+            texts.append(render_state(state))
+        except (TypeError, ValueError) as e:
+            if len(states) < 2:
+                raise
+            raise located(e, f"states[{i}]") from None
+    return texts
+
+
 def keeps_tail(state: Any) -> bool:
     """A list state is a conversation: truncation keeps its newest (last) tokens."""
     return isinstance(state, list)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
+
+from ..numeric import is_real
 
 CONTROL_NAMES = ("agent", "base_url", "api_key", "model", "max_len", "head_max_len", "lang", "min_confidence",
                  "task", "lang_guess", "hooks", "on_predict_start", "on_predict_end", "hooks_raise", "hooks_timeout")
@@ -178,7 +179,8 @@ class Runner:
 # ---- reading answers -----------------------------------------------------------------------------------
 
 def is_number(value: Any) -> bool:
-    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    """A finite plain int or float (numpy's float64 is one), not a bool."""
+    return is_real(value, finite=True, types=(int, float))
 
 
 def confidence_of(answer: dict) -> float:

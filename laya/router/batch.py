@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..hooks import aggregate_usage
+from ..questions import located, render_state
 from .calls import HookRun, answer_group
 
 def check_requests(requests: Any) -> list[dict]:
@@ -27,6 +28,16 @@ def check_requests(requests: Any) -> list[dict]:
         if not isinstance(r["questions"], dict):
             raise TypeError(f"request {i} 'questions' must be a dict, got {type(r['questions']).__name__}")
     return list(requests)
+
+
+def state_error(states: list, indices: list) -> Exception | None:
+    """The render error of the first bad state, naming its request index (`indices`); None when all render."""
+    for i, state in zip(indices, states):
+        try:
+            render_state(state)
+        except (TypeError, ValueError) as e:
+            return located(e, f"request {i}")
+    return None
 
 
 def request_lang(request: dict, decision: dict) -> Any:
@@ -93,11 +104,18 @@ class BatchRun:
                 continue
             lang = (request_lang(self.requests[i], self.decisions[i]),) if with_lang else ()
             key = (json.dumps(ctx.questions, ensure_ascii=False, default=repr), ctx.max_len, ctx.head_max_len, lang)
-            subs.setdefault(key, []).append(ctx)
-        for (_, max_len, head_max_len, lang), group in subs.items():
+            subs.setdefault(key, []).append((i, ctx))
+        for (_, max_len, head_max_len, lang), pairs in subs.items():
+            indices, group = [i for i, _ in pairs], [ctx for _, ctx in pairs]
             states = [ctx.states[0] for ctx in group]
-            results = answer_group(agent, states, group[0].questions, self.batch_size, max_len, head_max_len, lang,
-                                   self.sort_by_length)
+            try:
+                results = answer_group(agent, states, group[0].questions, self.batch_size, max_len, head_max_len,
+                                       lang, self.sort_by_length)
+            except (TypeError, ValueError):
+                bad = state_error(states, indices)  # the agent numbers states within this sub-group only
+                if bad is None:
+                    raise
+                raise bad from None
             size = self.batch_size
             self.sizes.append((len(states), self.sort_by_length and size is not None and 1 < size < len(states)))
             for ctx, result in zip(group, results):

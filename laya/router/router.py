@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from .. import hooks as hooks_mod
 from .. import lang as lang_mod
-from ..answers import positive_int
+from ..answers import check_flag, positive_int
 from ..confidence import check_min_confidence
 from ..hooks import HookRegistry, PredictContext
 from ..structured import StructuredDecisions
@@ -319,6 +319,7 @@ class Router(HookRegistry, StructuredDecisions):
         """
         if questions is not None and not isinstance(questions, dict):
             raise _questions_error(questions)
+        check_flag(explain, "explain")
         self._check_lang_guess(lang_guess, "lang_guess")
         timeout = self._timeout(hooks_timeout)
         decision = self._route_once(state, questions, model, task, lang, lang_guess, explain)
@@ -346,6 +347,7 @@ class Router(HookRegistry, StructuredDecisions):
                     hooks_raise: bool | None = None, explain: bool = False) -> list:
         checked = check_requests(requests)
         self._timeout(hooks_timeout)
+        check_flag(explain, "explain")
         return [self.route(r["state"], r["questions"], r.get("model"), r.get("task"), r.get("lang"),
                            r.get("lang_guess"), hooks, hooks_raise, hooks_timeout, explain=explain) for r in checked]
 
@@ -440,7 +442,8 @@ class Router(HookRegistry, StructuredDecisions):
         if diagnostics is not None and not isinstance(diagnostics, dict):
             raise TypeError("diagnostics must be a dict to fill in, or None")
         if batch_size is not None:
-            positive_int(batch_size, "batch_size")
+            batch_size = positive_int(batch_size, "batch_size")
+        check_flag(sort_by_length, "sort_by_length")
         if not checked:
             return []
         run = self._hook_run(hooks, on_predict_start, on_predict_end, hooks_raise, hooks_timeout, threshold)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..answers import check_min_confidence
-from ..questions import Question, check_questions, state_text
+from ..questions import Question, check_questions, located, state_text
 from ..router import STANDALONE_MODELS
 from ..router.policy import TYPED
 from .body import has_lone_surrogate, parse_json  # noqa: F401 - parse_json re-exported for callers
@@ -125,12 +125,12 @@ def check_limits(questions: dict, max_choice_options: int = MAX_CHOICE_OPTIONS) 
         raise fail("too_many_total", count=total, limit=MAX_TOTAL_OPTIONS)
 
 
-def check_state(state: Any) -> str:
-    """The rendered state, once it is known to be within the limit."""
+def check_state(state: Any, where: str | None = None) -> str:
+    """The rendered state, once it is known to be within the limit; `where` names a batch item in a type error."""
     try:
         text = state_text(state)  # a lone surrogate is answered later, with the published 400
     except TypeError as e:
-        raise library(e) from None
+        raise library(located(e, where) if where else e) from None
     except (ValueError, RecursionError):
         raise fail("state_not_serializable") from None
     if len(text) > MAX_STATE_CHARS:
@@ -414,7 +414,7 @@ def parse_batch(data: Any, limits: Any, *args: Any) -> list[Decision]:
         raise fail("too_many_states", count=len(states), limit=MAX_BATCH_STATES)
     chars, suspects = [], []
     for index, state in enumerate(states):
-        text = check_state(state)
+        text = check_state(state, f"states[{index}]")
         chars.append(len(text))
         if _may_be_non_finite(state, text):
             suspects.append(index)
