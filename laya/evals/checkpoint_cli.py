@@ -51,6 +51,9 @@ import platform
 import sys
 from typing import Any
 
+from .cli_files import check_output_path
+from .dataset import EvalError
+
 EXIT_OK, EXIT_GATE, EXIT_USAGE = 0, 1, 2
 
 
@@ -478,6 +481,7 @@ def checkpoint_main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)  # argparse errors exit 2 with the bad value named
     try:
+        check_output_path(getattr(args, "out", None), "--out")  # before the run, not after it
         if args.command == "run":
             result = do_run(args)
         elif args.command == "agreement":
@@ -486,7 +490,7 @@ def checkpoint_main(argv: list[str]) -> int:
             result = do_compare(args)
         else:
             result = do_evidence(args, argv)
-    except UsageError as e:
+    except (UsageError, EvalError) as e:
         print(f"laya-evals {args.command}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     if args.command == "run":

@@ -7,13 +7,26 @@ import dataclasses
 import sys
 from typing import Any
 
-from .cli_files import metric_values, read_json_strict
+from .cli_files import check_output_path, metric_values, read_json_strict
 from .dataset import Dataset, EvalError
-from .report import EvalReport, check_tolerances, failing_deltas
+from .report import EvalReport, check_tolerances, failing_deltas, metric_number
+
+
+def check_answerable(dataset: Dataset) -> None:
+    """The library's own state and question checks on every example: `validate` refuses what `run` would."""
+    from ..questions import check_questions, render_state
+
+    for i, ex in enumerate(dataset):
+        try:
+            render_state(ex.state)
+            check_questions(ex.questions)
+        except (TypeError, ValueError) as e:
+            raise EvalError(f"{dataset.path}: example {i} (counted from 0): {e}") from None
 
 
 def cmd_validate(args: Any) -> int:
     dataset = Dataset.from_jsonl(args.dataset)
+    check_answerable(dataset)
     qids = dataset.question_ids
     print(f"{len(dataset)} examples, {len(qids)} question id(s): {', '.join(qids)}")
     return 0
@@ -146,12 +159,17 @@ def _run_inputs(args: Any) -> tuple[Dataset, list, EvalReport | None, dict]:
 
     if args.calibration is not None and args.onnx is None:
         raise EvalError("--calibration needs --onnx (the Router applies each checkpoint's own calibration)")
+    check_output_path(args.json, "--json")
+    check_output_path(args.markdown, "--markdown")
     dataset = Dataset.from_jsonl(args.dataset)
+    check_answerable(dataset)
     model = None if args.onnx is not None else _custom_model(args.model)[0]  # the ONNX agent serves one model
     if model is not None:
         dataset = Dataset([dataclasses.replace(ex, model=ex.model or model) for ex in dataset], path=dataset.path)
     evaluators = default_evaluators() + [ScoreWithin(t) for t in args.score_within or []]
     baseline = EvalReport.load(args.baseline) if args.baseline else None
+    for metric, value in (baseline.overall if baseline is not None else {}).items():
+        metric_number(value, repr(metric), "baseline")  # a non-numeric baseline metric fails before answering
     tolerances = check_tolerances(metric_values(args.tolerance, "--tolerance"))
     metric_values(args.min, "--min"), metric_values(args.max, "--max")  # bad M=V fails before answering
     if args.gate_policy:  # a bad policy file fails before anything is answered
@@ -186,9 +204,10 @@ def cmd_compare(args: Any) -> int:
     report, baseline = EvalReport.load(args.report), EvalReport.load(args.baseline)
     tolerances = check_tolerances(metric_values(args.tolerance, "--tolerance"))
     comparable, reasons = report.comparable_to(baseline)
+    deltas = report.compare(baseline, tolerances)[1]  # a non-numeric metric fails before any output
     print(f"comparable: {'yes' if comparable else 'no'}")
     if comparable:
-        for metric, d in report.compare(baseline, tolerances)[1].items():
+        for metric, d in deltas.items():
             if d.get("diff") is not None:
                 print("%-18s %.4f -> %.4f (%+.4f)" % (metric, d["baseline"], d["value"], d["diff"]))
     failures = baseline_failures(report, baseline, tolerances)
@@ -201,6 +220,7 @@ def cmd_agreement(args: Any) -> int:
 
     from .agreement_runs import compare_agreement
 
+    check_output_path(args.json, "--json")
     runs = [read_json_strict(p) for p in (args.reference, args.repeat, args.student)]
     result = compare_agreement(*runs, bootstrap_samples=args.bootstrap_samples, seed=args.seed)
     for name, value in result["overall"].items():

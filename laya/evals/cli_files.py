@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from typing import Any
 
 from .dataset import EvalError
@@ -49,3 +50,14 @@ def metric_value(text: str, flag: str) -> tuple[str, float]:
 
 def metric_values(items: list | None, flag: str) -> dict[str, float]:
     return dict(metric_value(t, flag) for t in items or [])
+
+
+def check_output_path(path: str | None, flag: str) -> None:
+    """Refuse, before any work, an output file whose folder is missing or that names a folder."""
+    if not path:
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise EvalError(f"{flag} {path}: the folder {folder} does not exist; create it or write elsewhere")
+    if os.path.isdir(path):
+        raise EvalError(f"{flag} {path} is a folder; give a file path")

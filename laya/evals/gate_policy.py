@@ -15,7 +15,7 @@ from typing import Any
 
 from .cli_files import read_json_strict
 from .dataset import EvalError
-from .report import SLICE_DIMENSIONS, EvalReport, slice_cases, usable_count
+from .report import SLICE_DIMENSIONS, EvalReport, metric_number, slice_cases, usable_count
 
 LIMITS = ("min", "max", "max_drop", "max_increase")
 RELATIVE = ("max_drop", "max_increase")
@@ -76,7 +76,7 @@ def _label(rule: dict) -> str:
 def _judge(rule: dict, report: EvalReport, baseline: EvalReport | None) -> str | None:
     table, cases = _metric_of(report, rule["slice"])
     label, limit, bound = _label(rule), rule["limit"], rule["value"]
-    value = None if table is None else table.get(rule["metric"])
+    value = None if table is None else metric_number(table.get(rule["metric"]), label, "report")
     if value is None:
         return f"{label}: missing from the report"
     count = usable_count(cases, rule["metric"])
@@ -88,7 +88,7 @@ def _judge(rule: dict, report: EvalReport, baseline: EvalReport | None) -> str |
         return f"{label}: {value:.4f} > max {bound:g}"
     if limit in RELATIVE:
         base_table = _metric_of(baseline, rule["slice"])[0] if baseline is not None else None
-        base = None if base_table is None else base_table.get(rule["metric"])
+        base = None if base_table is None else metric_number(base_table.get(rule["metric"]), label, "baseline")
         if base is None:
             return f"{label}: missing from the baseline"
         change = (base - value) if limit == "max_drop" else (value - base)

@@ -97,6 +97,15 @@ def check_tolerances(tolerances: Any) -> dict[str, float]:
     return out
 
 
+def metric_number(value: Any, metric: str, source: str) -> float | None:
+    """A metric's value as a float (None stays None); an EvalError naming the metric when it is not a number."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise EvalError(f"the {source}'s metric {metric} is {value!r}, not a number; fix or regenerate that report")
+    return float(value)
+
+
 def regressed(metric: str, baseline: float, value: float, tolerance: float) -> bool:
     if not (math.isfinite(baseline) and math.isfinite(value)):  # NaN compares false: it must not pass
         return True
@@ -195,7 +204,8 @@ class EvalReport:
         names += [m for m in tol if m not in names]
         deltas, ok = {}, comparable
         for m in names:
-            base, value, t = other.overall.get(m), self.overall.get(m), tol.get(m, 0.0)
+            base = metric_number(other.overall.get(m), repr(m), "baseline")
+            value, t = metric_number(self.overall.get(m), repr(m), "report"), tol.get(m, 0.0)
             if base is None and m not in tol:
                 continue
             entry = {"baseline": base, "value": value, "diff": None, "tolerance": t}
@@ -203,8 +213,8 @@ class EvalReport:
                 entry["missing"] = True
                 ok = False
             else:
-                entry["diff"] = float(value) - float(base)
-                ok = ok and not regressed(m, float(base), float(value), t)
+                entry["diff"] = value - base
+                ok = ok and not regressed(m, base, value, t)
             if not comparable:
                 entry["incomparable"] = True
             deltas[m] = entry

@@ -1,0 +1,166 @@
+"""Fuzzing leftovers: predict_long's window cap (API and MCP), `laya-evals` checks made up front (validate =
+run's checks, output folders, non-numeric baseline metrics), `laya --max-len` and `laya demo` refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from laya import cli
+from laya.evals.report import EvalReport, metric_number
+from laya.evals_cli import main as evals_main
+from laya.long import MAX_WINDOWS
+
+NOUL = {"urgent": {"type": "noul", "instructions": "Does it need a reply today?"}}
+CAP_ERROR = (r"predict_long: a state of \d+ tokens with window=64 and stride=1 makes \d+ windows, more than the "
+             rf"{MAX_WINDOWS} one call scans; use a larger stride \(at most the window\) or window, or split the state")
+
+
+def no_forward(*args, **kwargs):
+    raise AssertionError("no window may be scored once the window count is refused")
+
+
+# ---- predict_long: at most MAX_WINDOWS windows -------------------------------------------------------------
+
+def test_predict_long_refuses_too_many_windows_before_any_forward(agent, monkeypatch):
+    monkeypatch.setattr(agent, "predict_batch", no_forward)
+    text = "word " * (MAX_WINDOWS + 200)  # stride 1: one window per token
+    with pytest.raises(ValueError, match=CAP_ERROR):
+        agent.predict_long(text, NOUL, window=64, stride=1)
+
+
+def test_mcp_predict_long_reports_the_window_cap_as_a_tool_error(agent, monkeypatch):
+    from laya.mcp import tools as T
+    from laya.mcp.errors import ToolError
+
+    monkeypatch.setattr(agent, "predict_batch", no_forward)
+    state = {"message": "word " * (MAX_WINDOWS + 200)}
+    with pytest.raises(ToolError) as e:
+        T.laya_predict_long(state, NOUL, agent=agent, window=64, stride=1)
+    assert e.value.code == "invalid_request" and e.value.payload()["message"].startswith("predict_long: a state of")
+    assert "stride=1" in e.value.message and "windows" in e.value.message
+
+
+# ---- laya: --max-len and friends, demo ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, flag, value", [
+    (["hello", "--max-len", "-5"], "--max-len", "-5"), (["hello", "--max-len", "0", "--predict"], "--max-len", "0"),
+    (["hello", "--head-max-len", "0"], "--head-max-len", "0"),
+    (["--batch", "-", "--batch-size", "0"], "--batch-size", "0")])
+def test_laya_refuses_non_positive_sizes_in_every_mode(argv, flag, value, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "make_router", no_forward)
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    assert f"laya: error: argument {flag}: expected a positive integer, got '{value}'" in capsys.readouterr().err
+
+
+def test_laya_demo_with_a_broken_checkpoint_prints_no_banner(tmp_path, capsys):
+    (tmp_path / "rl_agent_config.json").write_text("{}")
+    assert cli.main(["demo", "--model", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("laya: ")
+
+
+def test_laya_demo_answers_with_the_router_it_loaded(monkeypatch, capsys):
+    class Router:
+        calls: list = []
+
+        def load(self, name):
+            self.calls.append(("load", name))
+
+        def predict(self, state, questions, **kwargs):
+            self.calls.append(("predict", state))
+            return {"model": "m", "routing": {"model": "custom", "reason": "explicit"}, "answers": {}}
+
+    fake = Router()
+    monkeypatch.setattr(cli, "make_router", lambda args: fake)
+    assert cli.main(["demo"]) == 0
+    assert fake.calls == [("load", cli.CUSTOM_MODEL), ("predict", {"message": cli.DEMO_TEXT})]
+    assert capsys.readouterr().out.startswith("laya demo: ")
+
+
+# ---- laya-evals: validate applies run's checks; run checks up front ------------------------------------------
+
+def write_rows(path, *rows) -> str:
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    return str(path)
+
+
+GOOD = {"state": "I want my money back", "questions": NOUL, "expected": {"urgent": True}}
+
+
+@pytest.fixture
+def no_runner(monkeypatch):
+    import laya.evals_cli
+
+    monkeypatch.setattr(laya.evals_cli, "make_runner", no_forward)
+
+
+@pytest.mark.parametrize("row, needle", [
+    ({**GOOD, "state": 5}, "state must be a str, dict or list, not int"),
+    ({**GOOD, "questions": {"urgent": {"type": "nope", "instructions": "?"}}}, "question 'urgent': unknown type")])
+def test_validate_and_run_refuse_what_the_library_refuses(row, needle, tmp_path, no_runner, capsys):
+    data = write_rows(tmp_path / "d.jsonl", GOOD, row)
+    for argv in (["validate", data], ["run", data]):
+        assert evals_main(argv) == 2
+        assert capsys.readouterr().err.strip().startswith(f"laya-evals: {data}: example 1 (counted from 0): {needle}")
+    assert evals_main(["validate", write_rows(tmp_path / "ok.jsonl", GOOD)]) == 0
+
+
+@pytest.mark.parametrize("flag", ["--json", "--markdown"])
+def test_run_checks_its_output_folder_before_answering(flag, tmp_path, no_runner, capsys):
+    data = write_rows(tmp_path / "d.jsonl", GOOD)
+    target = tmp_path / "missing" / "report.out"
+    assert evals_main(["run", data, flag, str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"laya-evals: {flag} {target}: the folder {target.parent} does not exist")
+    assert evals_main(["run", data, flag, str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+
+
+def test_agreement_and_evidence_check_their_output_before_working(tmp_path, capsys):
+    target = tmp_path / "missing" / "out.json"
+    missing = str(tmp_path / "none.json")
+    assert evals_main(["agreement", missing, missing, missing, "--json", str(target)]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert evals_main(["evidence", "--model", "nowhere", "--data", missing, "--out", str(target)]) == 2
+    assert capsys.readouterr().err.startswith(f"laya-evals evidence: error: --out {target}: the folder")
+
+
+# ---- non-numeric metrics in a baseline comparison ---------------------------------------------------------
+
+def report_file(path, **overall) -> str:
+    doc = {"config": {"schema": "laya-evals-report/1"}, "overall": {"ece": 0.1, **overall}, "slices": {},
+           "cases": []}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("bad", ["high", True, [1]])
+def test_a_non_numeric_baseline_metric_is_named(bad, tmp_path, no_runner, capsys):
+    report = report_file(tmp_path / "r.json", choice_accuracy=0.8)
+    base = report_file(tmp_path / "b.json", choice_accuracy=bad)
+    assert evals_main(["compare", report, "--baseline", base]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip() == (f"laya-evals: the baseline's metric 'choice_accuracy' is {bad!r}, not a number; "
+                                    "fix or regenerate that report")
+    data = write_rows(tmp_path / "d.jsonl", GOOD)
+    assert evals_main(["run", data, "--baseline", base]) == 2  # refused before the runner is built
+    assert "'choice_accuracy' is" in capsys.readouterr().err
+
+
+def test_metric_number_and_the_gate_policy_name_the_bad_value():
+    from laya.evals.dataset import EvalError
+    from laya.evals.gate_policy import apply_policy
+
+    assert metric_number(1, "'m'", "report") == 1.0 and metric_number(None, "'m'", "report") is None
+    good = EvalReport({}, {"choice_accuracy": 0.8})
+    bad = EvalReport({}, {"choice_accuracy": "0.9"})
+    rule = {"slice": {}, "metric": "choice_accuracy", "min_count": 0, "limit": "max_drop", "value": 0.1}
+    with pytest.raises(EvalError, match=r"the baseline's metric choice_accuracy \[overall\] is '0.9', not a number"):
+        apply_policy([rule], good, bad)
+    with pytest.raises(EvalError, match=r"the report's metric 'choice_accuracy' is '0.9', not a number"):
+        bad.compare(good)
