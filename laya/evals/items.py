@@ -76,7 +76,7 @@ def load_eval_items(path: str, text_column: str | None = None, label_column: str
     Validation and targets come from `laya.train.data`; errors are ValueError/FileNotFoundError."""
     import os
 
-    from ..train.data import is_text_label, load_examples
+    from ..train.data import is_text_label, load_examples, read_jsonl
 
     if not os.path.isfile(path):
         raise FileNotFoundError(f"data file {path} not found")
@@ -90,13 +90,9 @@ def load_eval_items(path: str, text_column: str | None = None, label_column: str
         return items
     examples = load_examples(path)
     definitions = []
-    with open(path, encoding="utf-8") as f:  # the loader validated every row; walk them in the same order
-        for line in f:
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            gold, expected = row.get("gold") or {}, row.get("expected") or {}
-            definitions += [(qid, d) for qid, d in row["questions"].items() if qid in gold or qid in expected]
+    for row in read_jsonl(path):  # the loader validated every row; walk them in the same order
+        gold, expected = row.get("gold") or {}, row.get("expected") or {}
+        definitions += [(qid, d) for qid, d in row["questions"].items() if qid in gold or qid in expected]
     if len(definitions) != len(examples):
         raise ValueError(f"{path}: {len(definitions)} gold questions read but {len(examples)} examples loaded "
                          "(rows and loaded examples out of step)")

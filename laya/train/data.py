@@ -28,8 +28,58 @@ class Example:
     target: np.ndarray  # float64 [k], sums to 1
 
 
+ENCODING = "utf-8-sig"  # a leading byte-order mark (Excel, Notepad) is not part of the first column or row
+
+
 def _where(source: str, line: int) -> str:
     return f"{source}:{line}"
+
+
+def _not_utf8(path: str) -> ValueError:
+    """The first byte of `path` that is not UTF-8, by line (a decoder's own offset is within its chunk)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        return ValueError(f"{_where(path, line)}: byte 0x{raw[e.start]:02x} is not valid UTF-8; save the file as UTF-8")
+    return ValueError(f"{path} is not valid UTF-8; save the file as UTF-8")
+
+
+def _jsonl_values(path: str) -> list[tuple[int, Any]]:
+    """(line number, JSON value) of every non-blank line; a bad line or byte is a ValueError naming its line."""
+    values = []
+    try:
+        with open(path, encoding=ENCODING) as f:
+            for line_no, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    values.append((line_no, json.loads(line)))
+                except (ValueError, RecursionError) as e:  # (RecursionError: nested too deep)
+                    where = _where(path, line_no)
+                    raise ValueError(f"{where}: not valid JSON ({e}); fix or remove that line") from None
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    return values
+
+
+def csv_records(path: str) -> list[tuple[int, dict]]:
+    """(line number, {column: value}) of every CSV record (the line it ends on); a bad byte or malformed CSV
+    is a ValueError naming its line."""
+    records: list[tuple[int, dict]] = []
+    try:
+        with open(path, encoding=ENCODING, newline="") as f:
+            reader = csv.DictReader(f)
+            try:
+                records += [(reader.line_num, row) for row in reader]
+            except csv.Error as e:
+                line = reader.reader.line_num  # (the DictReader's own count stops at the last good row)
+                raise ValueError(f"{_where(path, line)}: not valid CSV ({e}); fix or remove that row") from None
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    return records
 
 
 def normalise_target(values: list[float], where: str) -> np.ndarray:
@@ -60,7 +110,7 @@ def target_from_probabilities(q: Question, probabilities: Any, where: str) -> np
     values = []
     for key in keys:
         v = given.get(key, 0.0)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, int) and abs(v) > 1e308):
             raise ValueError(f"{where}: gold probability for option {key!r} of '{q.qid}' must be a number, got {v!r}")
         values.append(float(v))
     return normalise_target(values, where)
@@ -79,15 +129,7 @@ def target_from_gold(q: Question, gold_q: Any) -> np.ndarray:
 
 def read_jsonl(path: str) -> list:
     """The JSON value of every non-blank line; a bad line is a ValueError naming it."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except (json.JSONDecodeError, RecursionError) as e:  # (RecursionError: nested too deep)
-                    raise ValueError(f"{_where(path, line_no)}: not valid JSON ({e})") from None
-    return rows
+    return [value for _, value in _jsonl_values(path)]
 
 
 def draw_option_order(item: Any, rng: Any, shuffle_types: Any = None) -> list[int] | None:
@@ -117,84 +159,128 @@ def target_from_expected(q: Question, expected_val: Any, label_smoothing: float 
     return target
 
 
+def _row_problem(row: Any) -> str | None:
+    """Why a gold row cannot be used at all, or None."""
+    if not isinstance(row, dict) or "state" not in row or not isinstance(row.get("questions"), dict):
+        return "each row needs 'state' and a 'questions' dict"
+    for key in ("gold", "expected"):
+        if row.get(key) is not None and not isinstance(row[key], dict):
+            kind = type(row[key]).__name__
+            return f"{key!r} must be an object keyed by question id, got {kind}; fix or remove the row"
+    return None
+
+
+def usable_questions(row: Any, smoothing: float = 0.0, skipped: collections.Counter | None = None,
+                     where: str = "row", checked: dict | None = None) -> list[tuple[Question, np.ndarray]]:
+    """(question, target) of every question of a gold row that has gold or an expected answer: the one
+    classification of unusable rows.  With a `skipped` counter what cannot be used is counted there
+    (`bad_row`, `invalid_question`, `invalid_target`, `no_target`); without, it is a ValueError naming
+    `where` (a question without an answer is skipped either way).  `checked`: {qid: Question} already validated."""
+    tally = skipped if skipped is not None else collections.Counter()
+    problem = _row_problem(row)
+    if problem is not None:
+        if skipped is None:
+            raise ValueError(f"{where}: {problem}")
+        tally["bad_row"] += 1
+        return []
+    gold, expected = row.get("gold") or {}, row.get("expected") or {}
+    out = []
+    for qid, definition in row["questions"].items():
+        reason = "invalid_question"
+        try:
+            q = checked[qid] if checked and qid in checked else check_question(qid, definition)
+            reason = "invalid_target"
+            if qid in gold:
+                target = target_from_gold(q, gold[qid])
+            elif qid in expected:
+                target = target_from_expected(q, expected[qid], smoothing)
+            else:
+                tally["no_target"] += 1
+                continue
+        except ValueError as e:
+            if skipped is None:
+                raise ValueError(f"{where}: {e}") from None
+            tally[reason] += 1
+            continue
+        out.append((q, target))
+    return out
+
+
 def load_gold_jsonl(path: str, smoothing: float = 0.0, skipped: collections.Counter | None = None) -> list[Example]:
     """Rows `{"state", "questions": {qid: def}, "gold": {qid: {"probabilities": {...}}}}` (or
     `"expected": {qid: answer}`); questions without gold are skipped.  With a `skipped` counter, rows and
-    questions that cannot be used are counted there (`bad_row`, `invalid_question`, `invalid_target`,
-    `no_target`, as `items_from_rows`) instead of raising."""
+    questions that cannot be used are counted there (`usable_questions`) instead of raising."""
     examples = []
-    tally = skipped if skipped is not None else collections.Counter()
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = _where(path, line_no)
-            try:
-                row = json.loads(line)
-            except (json.JSONDecodeError, RecursionError) as e:  # (RecursionError: nested too deep)
-                raise ValueError(f"{where}: not valid JSON ({e})") from None
-            if not isinstance(row, dict) or "state" not in row or not isinstance(row.get("questions"), dict):
-                if skipped is None:
-                    raise ValueError(f"{where}: each row needs 'state' and a 'questions' dict")
-                tally["bad_row"] += 1
-                continue
-            gold, expected = row.get("gold") or {}, row.get("expected") or {}
-            for qid, definition in row["questions"].items():
-                try:
-                    q = check_question(qid, definition)
-                except ValueError:
-                    if skipped is None:
-                        raise
-                    tally["invalid_question"] += 1
-                    continue
-                try:
-                    if qid in gold:
-                        entry = gold[qid]
-                        probs = entry.get("probabilities") if isinstance(entry, dict) else None
-                        target = target_from_probabilities(q, probs, where)
-                    elif qid in expected:
-                        target = target_from_expected(q, expected[qid], smoothing)
-                    else:
-                        tally["no_target"] += 1
-                        continue
-                except ValueError:
-                    if skipped is None:
-                        raise
-                    tally["invalid_target"] += 1
-                    continue
-                examples.append(Example(row["state"], q, target))
+    for line_no, row in _jsonl_values(path):
+        pairs = usable_questions(row, smoothing, skipped, _where(path, line_no))
+        examples += [Example(row["state"], q, target) for q, target in pairs]
     return examples
+
+
+def _missing(value: Any) -> bool:
+    """A label cell that gives no answer: JSON null, a short CSV row, or an empty cell."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _text_label_records(path: str, text_column: str, label_column: str) -> list[tuple[int, dict]]:
+    """(line, row) of a text+label CSV (by extension) or JSONL file; every row must have both columns."""
+    records = csv_records(path) if path.lower().endswith(".csv") else _jsonl_values(path)
+    for line, row in records:
+        if not isinstance(row, dict):
+            raise ValueError(f"{_where(path, line)}: a text+label row must be an object with {text_column!r} and "
+                             f"{label_column!r}, got {type(row).__name__}")
+        if text_column not in row or label_column not in row:
+            has = sorted(str(k) for k in row if k is not None)  # (None: the cells of a CSV row longer than its header)
+            raise ValueError(f"{_where(path, line)}: the row lacks column {text_column!r} or {label_column!r} "
+                             f"(it has {has}); pass --text-column / --label-column")
+    return records
+
+
+def _text_label_gold_rows(path: str, text_column: str, label_column: str, question_id: str, instructions: str,
+                          labels: list[str] | None) -> list[tuple[int, dict]]:
+    """(line, gold row) per text+label row; a row without a label has no 'expected', one without text no 'state'."""
+    records = _text_label_records(path, text_column, label_column)
+    seen = {str(row[label_column]) for _, row in records if not _missing(row[label_column])}
+    if records and not seen and not labels:
+        raise ValueError(f"{path}: no row has a label in column {label_column!r}; fill the labels in or pass "
+                         "--label-column")
+    question = {"type": "choice", "instructions": instructions, "criteria": labels or sorted(seen)}
+    rows = []
+    for line, record in records:
+        text, label = record[text_column], record[label_column]
+        row = {} if text is None else {"state": str(text)}
+        row["questions"] = {question_id: question}
+        if not _missing(label):
+            row["expected"] = {question_id: str(label)}
+        rows.append((line, row))
+    return rows
 
 
 def text_label_rows(path: str, text_column: str = "text", label_column: str = "label", question_id: str = "label",
                     instructions: str = "Which label fits the text?", labels: list[str] | None = None) -> list[dict]:
     """CSV (by extension) or JSONL rows with a text and a label column -> gold rows with one choice question
-    over all labels seen (sorted, or `labels` when given) and the row's label as the expected answer."""
-    if path.lower().endswith(".csv"):
-        with open(path, encoding="utf-8", newline="") as f:
-            rows = list(csv.DictReader(f))
-    else:
-        with open(path, encoding="utf-8") as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-    for i, row in enumerate(rows, 1):
-        if text_column not in row or label_column not in row:
-            raise ValueError(f"{path}: row {i} lacks column {text_column!r} or {label_column!r} "
-                             f"(it has {sorted(row)}); pass --text-column / --label-column")
-    names = labels or sorted({str(row[label_column]) for row in rows})
-    question = {"type": "choice", "instructions": instructions, "criteria": names}
-    return [{"state": str(row[text_column]), "questions": {question_id: question},
-             "expected": {question_id: str(row[label_column])}} for row in rows]
+    over all labels seen (sorted, or `labels` when given) and the row's label as the expected answer (none
+    for a null or empty label; a row with a null text gets no 'state')."""
+    return [row for _, row in _text_label_gold_rows(path, text_column, label_column, question_id, instructions,
+                                                   labels)]
 
 
 def load_text_label(path: str, text_column: str = "text", label_column: str = "label", question_id: str = "label",
                     instructions: str = "Which label fits the text?", smoothing: float = 0.0,
-                    labels: list[str] | None = None) -> list[Example]:
-    """text_label_rows as examples (the one question validated once)."""
-    rows = text_label_rows(path, text_column, label_column, question_id, instructions, labels)
+                    labels: list[str] | None = None, skipped: collections.Counter | None = None) -> list[Example]:
+    """text_label_rows as examples (the one question validated once); a row without a label is skipped
+    (`no_target`), one without a text is a `bad_row` (`skipped` as `load_gold_jsonl`'s)."""
+    rows = _text_label_gold_rows(path, text_column, label_column, question_id, instructions, labels)
     if not rows:
         return []
-    q = check_question(question_id, rows[0]["questions"][question_id])
-    return [Example(row["state"], q, target_from_expected(q, row["expected"][question_id], smoothing)) for row in rows]
+    checked = {question_id: check_question(question_id, rows[0][1]["questions"][question_id])}
+    examples = []
+    for line, row in rows:
+        if "state" not in row and skipped is None:
+            raise ValueError(f"{_where(path, line)}: column {text_column!r} is null; give the row a text or remove it")
+        pairs = usable_questions(row, smoothing, skipped, _where(path, line), checked)
+        examples += [Example(row["state"], q, target) for q, target in pairs]
+    return examples
 
 
 def is_text_label(path: str, text_column_given: bool = False) -> bool:
@@ -204,12 +290,12 @@ def is_text_label(path: str, text_column_given: bool = False) -> bool:
     if text_column_given or path.lower().endswith(".csv"):
         return True
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding=ENCODING) as f:
             for line in f:
                 if line.strip():
                     row = json.loads(line)
                     return isinstance(row, dict) and not isinstance(row.get("questions"), dict)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False
     return False
 
@@ -217,11 +303,11 @@ def is_text_label(path: str, text_column_given: bool = False) -> bool:
 def load_examples(path: str, text_column: str | None = None, skipped: collections.Counter | None = None,
                   **kwargs: Any) -> list[Example]:
     """Gold JSONL, unless a text column is named, the file is a CSV, or its first row has no 'questions'
-    dict (`is_text_label`).  `skipped`: as `load_gold_jsonl`'s (text + label rows skip nothing)."""
+    dict (`is_text_label`).  `skipped`: as `load_gold_jsonl`'s."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"training data {path} not found")
     if is_text_label(path, text_column is not None):
-        return load_text_label(path, text_column or "text", **kwargs)
+        return load_text_label(path, text_column or "text", skipped=skipped, **kwargs)
     return load_gold_jsonl(path, kwargs.get("smoothing", 0.0), skipped)
 
 

@@ -36,27 +36,29 @@ def load_checkpoint(model_dir: str) -> tuple:
 
 def _read_items(data: Any, config: TrainConfig, skipped: collections.Counter | None = None) -> list:
     """The examples of `data`; rows and questions that cannot be used are counted in `skipped`."""
-    from .data import load_examples
+    from .data import is_text_label, load_examples
 
     if not isinstance(data, str):
         return list(data)
+    if not is_text_label(data, config.text_column != "text"):
+        return load_examples(data, smoothing=config.label_smoothing, skipped=skipped)
     text_label = {"text_column": config.text_column, "label_column": config.label_column,
                   "question_id": config.question_id, "smoothing": config.label_smoothing}
     if config.instructions is not None:
         text_label["instructions"] = config.instructions
-    from .data import is_text_label
-
-    if is_text_label(data, config.text_column != "text"):
-        return load_examples(data, **text_label)
-    return load_examples(data, smoothing=config.label_smoothing, skipped=skipped)
+    return load_examples(data, skipped=skipped, **text_label)
 
 
 def _rows_read(data: Any) -> int:
+    """Rows in `data`: examples given, CSV records (not lines: a quoted text may span several), or JSONL lines."""
+    from .data import ENCODING, csv_records
+
     if not isinstance(data, str):
-        return len(list(data))
-    with open(data, encoding="utf-8") as f:
-        lines = sum(1 for line in f if line.strip())
-    return lines - 1 if data.lower().endswith(".csv") else lines  # a CSV's header is no row
+        return len(data)
+    if data.lower().endswith(".csv"):
+        return len(csv_records(data))
+    with open(data, encoding=ENCODING) as f:
+        return sum(1 for line in f if line.strip())
 
 
 def _budgets(model_dir: str, config: TrainConfig) -> tuple[int, int]:
@@ -73,6 +75,8 @@ def dry_run(data: Any, model_dir: str, config: TrainConfig | None = None) -> dic
     from .loop import split_calibration
 
     config = (config or TrainConfig()).validate()
+    if not isinstance(data, str):
+        data = list(data)  # read once: a generator has no second pass for the row count
     skipped: collections.Counter = collections.Counter()
     items = _read_items(data, config, skipped)
     if config.eval_data:

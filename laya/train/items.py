@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..questions import QTYPE_NAMES, QTYPES, keeps_tail, render_state
-from .data import is_text_label, read_jsonl, target_from_expected, target_from_gold, text_label_rows, to_internal
+from .data import is_text_label, read_jsonl, text_label_rows, to_internal, usable_questions
 
 DEFAULT_INSTRUCTIONS = "Which label fits the text?"
 
@@ -53,39 +53,14 @@ def make_item(tok: Any, q: Any, target: Any, state_ids: Any, head_max_len: int, 
             "head_max_len": head_max_len, "max_len": max_len}
 
 
-def _target(q: Any, row: dict, label_smoothing: float) -> Any:
-    gold, expected = row.get("gold") or {}, row.get("expected") or {}
-    if q.qid in gold:
-        return target_from_gold(q, gold[q.qid])
-    if q.qid in expected:
-        return target_from_expected(q, expected[q.qid], label_smoothing)
-    return None
-
-
 def items_from_rows(tok: Any, rows: Any, max_len: int, head_max_len: int,
                     label_smoothing: float = 0.0) -> tuple[list[dict], dict]:
     """(items, skipped counts): one item per question with a gold or expected answer; rows or questions
     that cannot be used are counted under `bad_row`, `invalid_question`, `invalid_target`, `no_target`."""
     items, skipped = [], collections.Counter()
     for row in rows:
-        if not isinstance(row, dict) or "state" not in row or not isinstance(row.get("questions"), dict):
-            skipped["bad_row"] += 1
-            continue
         state_ids = None
-        for qid, definition in row["questions"].items():
-            try:
-                q = to_internal(qid, definition)
-            except ValueError:
-                skipped["invalid_question"] += 1
-                continue
-            try:
-                target = _target(q, row, label_smoothing)
-            except ValueError:
-                skipped["invalid_target"] += 1
-                continue
-            if target is None:
-                skipped["no_target"] += 1
-                continue
+        for q, target in usable_questions(row, label_smoothing, skipped):
             if state_ids is None:
                 state_ids = encode_state(tok, row["state"], max_len)
             items.append(make_item(tok, q, target, state_ids, head_max_len, max_len, keeps_tail(row["state"])))
