@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 
-def _t(bm, bn, bk, stages, threads, splits=0, cublas=False):
+def _t(bm, bn, bk, stages, threads, splits=0, cublas=False, persistent=False):
     """A GEMM tile; cublas=True: the class runs cuBLAS instead (laya.cublas_gemm), the tile is TileLang's best."""
-    return dict(bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, splits=splits, cublas=cublas)
+    tile = dict(bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, splits=splits, cublas=cublas)
+    return {**tile, "persistent": True} if persistent else tile
 
 
 # Tiles per token-row class (a plan of M rows uses the first class whose bound holds M), from H200 sweeps:
@@ -72,9 +73,11 @@ def with_tiles(table: dict, entries: dict) -> dict:
 
 
 # a kernel request's tuned tile; without them, its defaults
-TILE_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks", "prefetch", "release")
+TILE_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks", "prefetch", "release", "workers")
 # the keys each kind's kernels take (a key a kernel refuses would silently send it back to its default tile)
-_GEMM_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks", "prefetch", "release", "splits", "cublas")
+# persistent=True: one block per SM walks the tiles (the fast path turns it into the kernels' `workers`)
+_GEMM_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks", "prefetch", "release", "splits", "cublas",
+              "persistent")
 _KIND_KEYS = {"rope": ("bm", "threads"), "add_ln": ("bm", "threads", "release"),
               "attn_full": ("bm", "bn", "stages", "threads", "min_blocks", "release")}
 _KIND_KEYS["attn_window"] = _KIND_KEYS["attn_full"]
