@@ -298,9 +298,10 @@ def positive_int(value: Any, name: str) -> int:
     return int(value)
 
 
-def check_flag(value: Any, name: str) -> bool:
-    """`value` when it is True or False, else a TypeError naming `name` (a truthy 'no' must not read as yes)."""
-    if not isinstance(value, bool):
+def check_flag(value: Any, name: str) -> Any:
+    """`value`, unless it is text: a TypeError naming `name` (a truthy 'no' must not read as yes; the specs read
+    these flags by truthiness, so 0, 1 and numpy bools pass)."""
+    if isinstance(value, (str, bytes)):
         raise TypeError(f"{name} must be True or False, got {value!r}")
     return value
 

@@ -67,17 +67,6 @@ def min_confidence_value(value: str) -> float:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def positive_count(value: str) -> int:
-    """--max-len, --head-max-len, --batch-size: an integer >= 1 in every mode (argparse names the flag)."""
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    return number
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="laya", description="Typed decisions about a text, in one forward pass. "
                                 "Without --predict/--preset/--questions it only shows which checkpoint would answer.")
@@ -95,12 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default=None, help="inference backend passed to laya.load (eager, compile, ...)")
     p.add_argument("--onnx-path", default=None, help="ONNX graph for --backend onnx (default laya.onnx)")
     p.add_argument("--aoti-path", default=None, help="AOTInductor package (.pt2) for --backend aoti")
-    p.add_argument("--max-len", type=positive_count, default=None)
-    p.add_argument("--head-max-len", type=positive_count, default=None)
+    p.add_argument("--max-len", type=int, default=None)
+    p.add_argument("--head-max-len", type=int, default=None)
     p.add_argument("--min-confidence", type=min_confidence_value, default=None, metavar="P",
                    help="abstain below this answer confidence (needs an answering mode)")
     p.add_argument("--batch", metavar="FILE", help="one request per line; '-' reads stdin")
-    p.add_argument("--batch-size", type=positive_count, default=None)
+    p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--sort-by-length", action="store_true")
     p.add_argument("--json", action="store_true", help="print JSON (JSONL with --batch)")
     p.add_argument("--explain", action="store_true", help="show the routing diagnostics (routing mode only)")
@@ -383,7 +372,8 @@ def demo(args: argparse.Namespace) -> int:
     args.preset, args.model = args.preset or "triage", args.model or LAYA_MINI
     try:  # a checkpoint that cannot load fails before the banner
         router = make_router(args)
-        router.load(routing_controls(args)["model"])
+        if hasattr(router, "load"):
+            router.load(routing_controls(args)["model"])
     except FAILURES as e:
         return report_failure(e)
     print("laya demo: triage questions on a sample message, using the bundled laya-mini checkpoint "

@@ -13,8 +13,7 @@ Defaults: `window = max(64, max_len - head_max_len - 8)` capped at the smallest 
 `stride` = half the effective window. A state that fits a row (or the explicit window) is answered by
 one plain `predict` call (`usage["windows"] = 1`; 0 when a hook answered instead of the model). Known limits (spec §10.18): the probabilities are the deciding window's, a
 noul's maximum drifts up with the number of windows, and re-tokenised window text can shift at the
-window edges. A call that would scan more than MAX_WINDOWS windows is refused (ValueError) before any
-forward pass.
+window edges.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from .question_sets import checked_questions
 from .sequence import config_head_max_len, config_max_len, encode, scrub_mask, state_room, tokenizer_view
 
 WINDOW_BATCH_CAP = 16  # windows answered per forward when the caller gives no batch_size
-MAX_WINDOWS = 1024  # windows one call may scan: ~160k tokens at the default window and stride (spec is silent)
 MIN_DEFAULT_WINDOW = 64
 HEAD_MARGIN = 8  # the default window leaves this many tokens of slack beyond head_max_len
 
@@ -143,10 +141,6 @@ def predict_long(predictor: Any, state: Any, questions: dict, window: int | None
         return result
 
     starts = window_starts(len(ids), size, step)
-    if len(starts) > MAX_WINDOWS:
-        raise ValueError(f"predict_long: a state of {len(ids)} tokens with window={size} and stride={step} makes "
-                         f"{len(starts)} windows, more than the {MAX_WINDOWS} one call scans; use a larger stride "
-                         f"(at most the window) or window, or split the state")
     view = tokenizer_view(tok)
     texts = [tok.decode(ids[s:s + size], skip_special_tokens=False) for s in starts]
     if view.mask_token:

@@ -34,7 +34,9 @@ NO_SCOPE = contextlib.nullcontext()  # (reusable: it keeps no state)
 
 
 def check_batch_invariant(value: Any) -> bool:
-    return check_flag(value, "batch_invariant")
+    if not isinstance(value, bool):
+        raise TypeError(f"batch_invariant must be True or False, got {value!r}")
+    return value
 
 
 class Predictor(HookRegistry, StructuredDecisions):

@@ -1,5 +1,5 @@
-"""Fuzzing leftovers: predict_long's window cap (API and MCP), `laya-evals` checks made up front (validate =
-run's checks, output folders, non-numeric baseline metrics), `laya --max-len` and `laya demo` refusals."""
+"""Fuzzing leftovers: `laya-evals` checks made up front (run --on-error fail checks states and questions first,
+output folders, non-numeric baseline metrics), `laya --max-len` and `laya demo` refusals."""
 
 from __future__ import annotations
 
@@ -10,50 +10,19 @@ import pytest
 from laya import cli
 from laya.evals.report import EvalReport, metric_number
 from laya.evals_cli import main as evals_main
-from laya.long import MAX_WINDOWS
 
 NOUL = {"urgent": {"type": "noul", "instructions": "Does it need a reply today?"}}
-CAP_ERROR = (r"predict_long: a state of \d+ tokens with window=64 and stride=1 makes \d+ windows, more than the "
-             rf"{MAX_WINDOWS} one call scans; use a larger stride \(at most the window\) or window, or split the state")
-
-
 def no_forward(*args, **kwargs):
     raise AssertionError("no window may be scored once the window count is refused")
 
 
-# ---- predict_long: at most MAX_WINDOWS windows -------------------------------------------------------------
-
-def test_predict_long_refuses_too_many_windows_before_any_forward(agent, monkeypatch):
-    monkeypatch.setattr(agent, "predict_batch", no_forward)
-    text = "word " * (MAX_WINDOWS + 200)  # stride 1: one window per token
-    with pytest.raises(ValueError, match=CAP_ERROR):
-        agent.predict_long(text, NOUL, window=64, stride=1)
-
-
-def test_mcp_predict_long_reports_the_window_cap_as_a_tool_error(agent, monkeypatch):
-    from laya.mcp import tools as T
-    from laya.mcp.errors import ToolError
-
-    monkeypatch.setattr(agent, "predict_batch", no_forward)
-    state = {"message": "word " * (MAX_WINDOWS + 200)}
-    with pytest.raises(ToolError) as e:
-        T.laya_predict_long(state, NOUL, agent=agent, window=64, stride=1)
-    assert e.value.code == "invalid_request" and e.value.payload()["message"].startswith("predict_long: a state of")
-    assert "stride=1" in e.value.message and "windows" in e.value.message
-
-
 # ---- laya: --max-len and friends, demo ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("argv, flag, value", [
-    (["hello", "--max-len", "-5"], "--max-len", "-5"), (["hello", "--max-len", "0", "--predict"], "--max-len", "0"),
-    (["hello", "--head-max-len", "0"], "--head-max-len", "0"),
-    (["--batch", "-", "--batch-size", "0"], "--batch-size", "0")])
-def test_laya_refuses_non_positive_sizes_in_every_mode(argv, flag, value, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "make_router", no_forward)
-    with pytest.raises(SystemExit) as e:
-        cli.main(argv)
-    assert e.value.code == 2
-    assert f"laya: error: argument {flag}: expected a positive integer, got '{value}'" in capsys.readouterr().err
+def test_laya_max_len_below_one_is_the_librarys_error_when_answering(monkeypatch, capsys):
+    # R-CLI-6: an answering run reports the library's refusal as "laya: <message>", exit 2
+    assert cli.main(["hello", "--model", cli.LAYA_MINI, "--max-len", "-5", "--preset", "triage"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("laya: ") and "max_len" in err and "-5" in err
 
 
 def test_laya_demo_with_a_broken_checkpoint_prints_no_banner(tmp_path, capsys):
@@ -81,7 +50,7 @@ def test_laya_demo_answers_with_the_router_it_loaded(monkeypatch, capsys):
     assert capsys.readouterr().out.startswith("laya demo: ")
 
 
-# ---- laya-evals: validate applies run's checks; run checks up front ------------------------------------------
+# ---- laya-evals: run --on-error fail checks up front ----------------------------------------------------------
 
 def write_rows(path, *rows) -> str:
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
@@ -101,13 +70,32 @@ def no_runner(monkeypatch):
 @pytest.mark.parametrize("row, needle", [
     ({**GOOD, "state": 5}, "state must be a str, dict or list, not int"),
     ({**GOOD, "questions": {"urgent": {"type": "nope", "instructions": "?"}}}, "question 'urgent': unknown type")])
-def test_validate_and_run_refuse_what_the_library_refuses(row, needle, tmp_path, no_runner, capsys):
+def test_run_refuses_up_front_what_the_library_refuses(row, needle, tmp_path, no_runner, capsys):
+    # --on-error fail stops before answering with the example named; validate keeps to R-EV-1's checks (exit 0)
     data = write_rows(tmp_path / "d.jsonl", GOOD, row)
-    for argv in (["validate", data], ["run", data]):
-        assert evals_main(argv) == 2
-        assert capsys.readouterr().err.strip().startswith(f"laya-evals: {data}: example 1 (counted from 0): {needle}")
-    assert evals_main(["validate", write_rows(tmp_path / "ok.jsonl", GOOD)]) == 0
+    assert evals_main(["run", data]) == 2
+    assert capsys.readouterr().err.strip().startswith(f"laya-evals: {data}: example 1 (counted from 0): {needle}")
+    assert evals_main(["validate", data]) == 0
 
+
+def test_run_with_on_error_skip_does_not_refuse_a_bad_example_up_front(tmp_path, monkeypatch):
+    # R-EV-4: skip mode records a failing example as errored and goes on
+    import laya.evals_cli
+
+    seen = []
+
+    class Runner:
+        def predict(self, state, questions, model=None, min_confidence=None):
+            seen.append(state)
+            if not isinstance(state, str):
+                raise TypeError("state must be a str, dict or list, not int")
+            return {"answers": {"urgent": {"answer": True, "probabilities": {"true": 0.9, "false": 0.1},
+                                           "confidence": 0.9}}}
+
+    monkeypatch.setattr(laya.evals_cli, "make_runner", lambda args: Runner())
+    data = write_rows(tmp_path / "d.jsonl", GOOD, {**GOOD, "state": 5})
+    assert evals_main(["run", data, "--on-error", "skip"]) == 0
+    assert 5 in seen
 
 @pytest.mark.parametrize("flag", ["--json", "--markdown"])
 def test_run_checks_its_output_folder_before_answering(flag, tmp_path, no_runner, capsys):

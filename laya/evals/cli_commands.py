@@ -13,7 +13,7 @@ from .report import EvalReport, check_tolerances, failing_deltas, metric_number
 
 
 def check_answerable(dataset: Dataset) -> None:
-    """The library's own state and question checks on every example: `validate` refuses what `run` would."""
+    """The library's own state and question checks on every example, before `run --on-error fail` answers."""
     from ..questions import check_questions, render_state
 
     for i, ex in enumerate(dataset):
@@ -26,7 +26,6 @@ def check_answerable(dataset: Dataset) -> None:
 
 def cmd_validate(args: Any) -> int:
     dataset = Dataset.from_jsonl(args.dataset)
-    check_answerable(dataset)
     qids = dataset.question_ids
     print(f"{len(dataset)} examples, {len(qids)} question id(s): {', '.join(qids)}")
     return 0
@@ -162,7 +161,8 @@ def _run_inputs(args: Any) -> tuple[Dataset, list, EvalReport | None, dict]:
     check_output_path(args.json, "--json")
     check_output_path(args.markdown, "--markdown")
     dataset = Dataset.from_jsonl(args.dataset)
-    check_answerable(dataset)
+    if args.on_error == "fail":  # (skip mode records a bad example as errored and goes on: R-EV-4)
+        check_answerable(dataset)
     model = None if args.onnx is not None else _custom_model(args.model)[0]  # the ONNX agent serves one model
     if model is not None:
         dataset = Dataset([dataclasses.replace(ex, model=ex.model or model) for ex in dataset], path=dataset.path)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..numeric import is_real
 from .dataset import EvalError
 from .selective import aurc, brier, ece, selective_accuracy
 
@@ -98,12 +99,16 @@ def check_tolerances(tolerances: Any) -> dict[str, float]:
 
 
 def metric_number(value: Any, metric: str, source: str) -> float | None:
-    """A metric's value as a float (None stays None); an EvalError naming the metric when it is not a number."""
+    """A metric's value as a float (None stays None; NaN and inf are numbers `regressed` judges); an EvalError
+    naming the metric when it is not a number a float can hold."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise EvalError(f"the {source}'s metric {metric} is {value!r}, not a number; fix or regenerate that report")
-    return float(value)
+    try:
+        if is_real(value):
+            return float(value)
+    except OverflowError:
+        pass
+    raise EvalError(f"the {source}'s metric {metric} is {value!r}, not a number; fix or regenerate that report")
 
 
 def regressed(metric: str, baseline: float, value: float, tolerance: float) -> bool:

@@ -10,17 +10,10 @@ import numpy as np
 
 
 def _pairs(conf: Sequence[float], correct: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
-    """(confidences, 0/1 correctness); a confidence outside [0, 1] or NaN is a ValueError naming its index."""
-    values = list(conf)
-    c = np.asarray(values, dtype=np.float64)
+    c = np.asarray(list(conf), dtype=np.float64)
     y = np.asarray([bool(v) for v in correct], dtype=np.float64)
     if c.shape != y.shape:
         raise ValueError(f"conf and correct must have the same length, got {c.size} and {y.size}")
-    bad = np.flatnonzero(~((c >= 0.0) & (c <= 1.0)))  # (NaN fails both comparisons)
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(f"conf[{i}] must be a confidence in [0, 1], got {values[i]!r}; pass probabilities, "
-                         "not logits or percentages")
     return c, y
 
 

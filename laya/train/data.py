@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..numeric import is_real
 from ..questions import Question, check_question
 
 
@@ -110,7 +111,7 @@ def target_from_probabilities(q: Question, probabilities: Any, where: str) -> np
     values = []
     for key in keys:
         v = given.get(key, 0.0)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, int) and abs(v) > 1e308):
+        if not isinstance(v, (int, float)) or not is_real(v, finite=True):
             raise ValueError(f"{where}: gold probability for option {key!r} of '{q.qid}' must be a number, got {v!r}")
         values.append(float(v))
     return normalise_target(values, where)
