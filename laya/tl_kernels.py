@@ -465,13 +465,26 @@ def compile_cpu(factory, *args, **kwargs):
 # 1. GEMM with bias / activation epilogue
 
 
-def _check_workers(workers: int, prefetch: int) -> None:
+def _tile_walk(workers: int, prefetch: int, bm: int, bn: int):
     """``workers > 0``: that many persistent blocks walk the output tiles (row-major, columns fastest), so a
-    block's loads of its next tile overlap its epilogue; 0: one block per tile, rasterised by ``S.swizzle``."""
+    block's loads of its next tile overlap its epilogue; 0: one block per tile, rasterised by ``S.swizzle``.
+    Returns the walk: ``walk(m, columns, worker, tile, buffers)`` runs ``tile(*buffers, m0, n0)`` for each of
+    block ``worker``'s tiles of an ``m``-row output."""
     if workers < 0:
         raise ValueError(f"workers must be >= 0 (0: one block per tile), got {workers}")
     if workers and prefetch:
         raise ValueError("prefetch needs one block per tile: use workers=0 with prefetch > 0")
+    import tilelang.language as T
+
+    @T.macro
+    def walk(m, columns, worker, tile, buffers):  # (named m: the row count's symbol in the kernel's signature)
+        tiles = T.ceildiv(m, bm) * columns
+        for w in T.serial(T.ceildiv(tiles, workers)):
+            t = w * workers + worker
+            if t < tiles:
+                tile(*buffers, t // columns * bm, t % columns * bn)
+
+    return walk
 
 
 def _gemm_kernel(
@@ -496,12 +509,12 @@ def _gemm_kernel(
 
     ``Bv`` (fp32) is always passed and ignored when ``bias=False``.  Pipelined over K.
     ``prefetch``/``release``: ``_weight_prefetch`` blocks and ``_Spec.chain``'s early release;
-    ``min_blocks``: resident blocks per SM (``_occupancy``); ``workers``: ``_check_workers``.
+    ``min_blocks``: resident blocks per SM (``_occupancy``); ``workers``: ``_tile_walk``.
     """
     _check_dtype(dtype, cpu)
     if act not in _ACTS:
         raise ValueError(f"act must be one of {_ACTS}, got {act!r}")
-    _check_workers(workers, prefetch)
+    walk = _tile_walk(workers, prefetch, bm, bn)
     import tilelang.language as T
 
     S = _Spec(cpu)
@@ -556,12 +569,7 @@ def _gemm_kernel(
             W_s = S.tile((bn, bk), dtype)
             C_s = S.tile((bm, bn), dtype)
             acc = S.acc((bm, bn), ACCUM)
-            columns = T.ceildiv(N, bn)
-            tiles = T.ceildiv(M, bm) * columns
-            for w in T.serial(T.ceildiv(tiles, workers)):
-                t = w * workers + worker
-                if t < tiles:
-                    tile(A, W, Bv, C, A_s, W_s, C_s, acc, t // columns * bm, t % columns * bn)
+            walk(M, T.ceildiv(N, bn), worker, tile, (A, W, Bv, C, A_s, W_s, C_s, acc))
 
     return gemm_persistent
 
@@ -658,7 +666,7 @@ def _gemm_geglu_kernel(
     """``C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)``; kernel args ``(A[M,K], W[2F,K], C[M,F])``.
     ``prefetch``/``release``/``min_blocks``/``workers`` as ``gemm_kernel``'s."""
     _check_dtype(dtype, cpu)
-    _check_workers(workers, prefetch)
+    walk = _tile_walk(workers, prefetch, bm, bn)
     import tilelang.language as T
 
     S = _Spec(cpu)
@@ -719,12 +727,7 @@ def _gemm_geglu_kernel(
             C_s = S.tile((bm, bn), dtype)
             acc_u = S.acc((bm, bn), ACCUM)
             acc_g = S.acc((bm, bn), ACCUM)
-            columns = T.ceildiv(F, bn)
-            tiles = T.ceildiv(M, bm) * columns
-            for w in T.serial(T.ceildiv(tiles, workers)):
-                t = w * workers + worker
-                if t < tiles:
-                    tile(A, W, C, A_s, Wu_s, Wg_s, C_s, acc_u, acc_g, t // columns * bm, t % columns * bn)
+            walk(M, T.ceildiv(F, bn), worker, tile, (A, W, C, A_s, Wu_s, Wg_s, C_s, acc_u, acc_g))
 
     return gemm_geglu_persistent
 
