@@ -11,6 +11,10 @@ tree (the PYTHONPATH decides which laya is timed; the JSON records its path) in 
 ``--tiles JSON`` also times the table with those entries (as bench_latency.py's ``--tiles``) on a second agent in
 the same process, each shape's two graphs replayed in alternation, and prints candidate / table.
 
+``--request-path`` times, from an idle GPU, the pieces of one 1 x 128 request's forward as FastLaya runs it (filling
+the host inputs, the two host-to-device copies, the encoder graph, the decision-step graph, the device-to-host copy,
+each followed by a synchronize) against the whole call: where the forward's wall time goes beyond its GPU time.
+
 ``--knockout`` measures, at the 1 x 128 plan, the in-graph cost of each kernel kind: the graph is
 captured again with that kind's launches skipped, and the difference to the full graph is its cost
 (outputs are garbage then; only the timing counts).  Profiler durations cannot give this: kernels
@@ -126,6 +130,62 @@ def knockout(fast, plan, slot, full: float) -> dict:
     return out
 
 
+def from_idle_ms(fn, reps: int = 200) -> float:
+    """Median wall ms of fn() from an idle GPU (synchronised, then 2 ms of sleep), fn ending in a synchronize."""
+    import time
+
+    times = []
+    for _ in range(reps):
+        torch.cuda.synchronize()
+        time.sleep(0.002)
+        start = time.perf_counter()
+        fn()
+        times.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
+def request_path(fast, rows: int = 1, tokens: int = 128) -> dict:
+    """The wall time of each piece of one request's forward (FastLaya.__call__), from idle, and of the whole."""
+    import numpy as np
+
+    ids, mask = request(rows, tokens)
+    pos, live, types = torch.ones(rows, 1, dtype=torch.long), torch.ones(rows, 1, dtype=torch.bool), \
+        torch.zeros(rows, dtype=torch.long)
+    with torch.no_grad():
+        for _ in range(fast.capture_after + 2):  # captures the plan's graphs
+            fast(ids, mask, pos, live, types)
+    lens = mask.sum(1).numpy().astype(np.int64)
+    plan = fast.plan(rows, tokens, lens if rows > 1 else None)
+    slot = fast._slot(plan)
+    head = fast._head(plan, slot, 1)
+    host = (ids.numpy(), lens, pos.numpy(), live.numpy(), types.numpy())
+    sync = torch.cuda.synchronize
+
+    def copies_in():
+        slot.static.copy_(slot.host, non_blocking=True)
+        head.static.copy_(head.host, non_blocking=True)
+        sync()
+
+    def copy_out():
+        head.result.copy_(head.out, non_blocking=True)
+        sync()
+
+    with torch.no_grad():
+        parts = {
+            "whole_call": from_idle_ms(lambda: fast(ids, mask, pos, live, types)),
+            "fill_host": from_idle_ms(lambda: fast._fill(plan, slot, head, *host)),
+            "copies_in": from_idle_ms(copies_in),
+            "encoder_graph": from_idle_ms(lambda: (slot.graph.replay(), sync())),
+            "decision_graph": from_idle_ms(lambda: (head.graph.replay(), sync())),
+            "copy_out": from_idle_ms(copy_out),
+            "run_without_fill": from_idle_ms(lambda: fast._run(plan, slot, head, (plan.tokens, plan.rows, 0))),
+        }
+    parts["sum_of_pieces"] = sum(parts[k] for k in ("fill_host", "copies_in", "encoder_graph", "decision_graph",
+                                                    "copy_out"))
+    return {"plan": f"{'packed' if plan.packed else 'dense'} M={plan.tokens}",
+            "wall_ms_from_idle": {k: round(v, 4) for k, v in parts.items()}}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
@@ -133,6 +193,7 @@ def main() -> int:
     parser.add_argument("--json", required=True)
     parser.add_argument("--shapes", default=SHAPES)
     parser.add_argument("--knockout", action="store_true")
+    parser.add_argument("--request-path", action="store_true", help="the 1 x 128 request's forward, piece by piece")
     parser.add_argument("--tiles", default=None, help="also time the table with these entries: a JSON object (or a "
                         "file holding one) {kind: {class index: tile}}, as bench_latency.py --tiles")
     args = parser.parse_args()
@@ -170,6 +231,10 @@ def main() -> int:
         report["knockout_1x128"] = {"full_ms": round(full, 4), "ms_saved_without": knockout(fast, plan, slot, full)}
         print(f"{args.tag:10s} 1x128 in-graph cost per kernel kind (ms): "
               + ", ".join(f"{k} {v:.4f}" for k, v in report["knockout_1x128"]["ms_saved_without"].items()))
+    if args.request_path:
+        report["request_path_1x128"] = request_path(fast)
+        print(f"{args.tag:10s} 1x128 request path from idle (ms): " + ", ".join(
+            f"{k} {v:.4f}" for k, v in report["request_path_1x128"]["wall_ms_from_idle"].items()))
     with open(args.json, "w") as f:
         json.dump(report, f, indent=1)
     return 0
