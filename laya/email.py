@@ -212,9 +212,9 @@ def clean_email_body(body: Any, max_chars: int = 3000) -> str:
       6. Paragraphs are stripped and joined by one blank line, runs of spaces/tabs become one space, and
          the result is cut to max_chars.
     """
-    budget = operator.index(max_chars)  # a TypeError for a non-integer budget (the slice would raise it)
-    if body is None:
+    if body is None:  # R-EM-1 step 1 comes before any use of the budget (never refused)
         return ""
+    budget = operator.index(max_chars)  # a TypeError for a non-integer budget (the slice would raise it)
     if isinstance(body, bytes):
         body = body.decode("utf-8", errors="replace")
     if not isinstance(body, str):

@@ -76,7 +76,7 @@ class ONNXAgent(Predictor):
         self.model_dir = model_dir
         digests, graph_digest = split_digests(expected_sha256 if expected_sha256 is not None else parse_digest_env(model_id_or_path))
         verify_digests(model_dir, digests)
-        self.cfg = load_config(model_dir)
+        self.cfg = load_config(model_dir, self.model_id)
         eager_only(self.cfg.get("option_layout"), "the ONNX agent")
         self.onnx_path = find_graph("laya.onnx" if onnx_path is None else onnx_path, model_dir)
         if graph_digest is not None:  # the published check and texts (R-DIG-1), for the graph found
