@@ -157,7 +157,8 @@ class LayaDecision(LayaRunnable):
                          **controls_from(locals()), **kwargs)
 
     def _decide_kwargs(self, runner: Any) -> dict:
-        return self._runner().controls(runner)
+        # LayaDecision has no lang/min_confidence controls (R-INT-2): extra keywords of those names stay unused
+        return {k: v for k, v in self._runner().controls(runner).items() if k not in ("lang", "min_confidence")}
 
     def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:  # noqa: A002
         from ..structured import decide
