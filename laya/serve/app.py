@@ -231,10 +231,13 @@ class Server:
         limit = self.cfg.idle_unload_seconds
         while True:
             await asyncio.sleep(min(5.0, limit))
-            if self.router.loaded and self.admitted == 0 and time.monotonic() - self.last_request >= limit:
-                log.info("laya serve: idle for %.0f s; unloading %s", limit, ", ".join(self.router.loaded))
-                self.router.unload()
-                self.settle_gc()
+            loaded = resident_names(self.router)  # an injected router may offer `loaded` as a method, or no unload
+            unload = getattr(self.router, "unload", None)
+            if loaded and callable(unload) and self.admitted == 0 and time.monotonic() - self.last_request >= limit:
+                log.info("laya serve: idle for %.0f s; unloading %s", limit, ", ".join(map(str, loaded)))
+                unload()
+                if self.batched:
+                    self.settle_gc()
 
     # ---- inference worker side ---------------------------------------------------------------------
 
@@ -611,9 +614,9 @@ def create_app(router: Any = None, *, cfg: ServeConfig | None = None) -> FastAPI
             await anyio.to_thread.run_sync(server.stop)
 
     hidden = bool(cfg.api_key)  # with a key, the schema pages are not served: they cannot be authenticated
-    extra = {"root_path": cfg.root_path} if cfg.root_path else {}  # only when set: newer FastAPI warns about it
     app = FastAPI(title="laya serve", lifespan=lifespan, docs_url=None if hidden else "/docs",
-                  redoc_url=None if hidden else "/redoc", openapi_url=None if hidden else "/openapi.json", **extra)
+                  redoc_url=None if hidden else "/redoc", openapi_url=None if hidden else "/openapi.json")
+    app.root_path = cfg.root_path  # set after: newer FastAPI warns about the constructor argument
     app.state.server = server
     _add_routes(app, server)
     return app

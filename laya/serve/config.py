@@ -231,7 +231,8 @@ def from_env(environ: dict | None = None, base: ServeConfig | None = None) -> Se
     return check(replace(base or ServeConfig(), **env_changes(environ)))
 
 
-_request_cache: dict = {}
+_request_cache: dict = {}  # raw values -> (changes, whether LAYA_MAX_TOKEN_BUDGET is malformed)
+_strict_budget = _lenient_int(1, None, None)  # None for a value that is not an integer >= 1
 
 
 def request_settings(cfg: ServeConfig, environ: Any = None) -> ServeConfig:
@@ -239,13 +240,20 @@ def request_settings(cfg: ServeConfig, environ: Any = None) -> ServeConfig:
     read again now; parsed once per distinct set of values."""
     environ = os.environ if environ is None else environ
     raw = tuple(environ.get(name) for name in REQUEST_ENV)
-    changes = _request_cache.get(raw)
-    if changes is None:
+    cached = _request_cache.get(raw)
+    if cached is None:
         defaults = {"jev_strict": False, "max_token_budget": DEFAULT_MAX_TOKEN_BUDGET,
                     "max_batch_tokens": DEFAULT_MAX_BATCH_TOKENS}
-        changes = _request_cache[raw] = {**defaults, **env_changes(environ, REQUEST_ENV)}
-        if len(_request_cache) > 64:
+        changes = {**defaults, **env_changes(environ, REQUEST_ENV)}  # a malformed budget warns here
+        budget = environ.get("LAYA_MAX_TOKEN_BUDGET")
+        malformed = bool(budget and budget.strip()) and _strict_budget("LAYA_MAX_TOKEN_BUDGET", budget) is None
+        if len(_request_cache) >= 64:
             _request_cache.clear()
+        _request_cache[raw] = (changes, malformed)
+    else:
+        changes, malformed = cached
+        if malformed:  # R-SRV-6: every request that reads a malformed budget logs the warning, not only the first
+            env_changes(environ, ("LAYA_MAX_TOKEN_BUDGET",))
     if all(getattr(cfg, k) == v for k, v in changes.items()):
         return cfg
     return replace(cfg, **changes)
