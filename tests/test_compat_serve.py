@@ -23,17 +23,7 @@ from laya.serve import create_app  # noqa: E402
 
 QUESTIONS = {"urgent": {"type": "noul", "instructions": "Is it urgent?"}}
 KEY = "s3cret-key"
-SERVE_ENV = ("LAYA_API_KEY", "LAYA_ROOT_PATH", "LAYA_MAX_CONCURRENT", "LAYA_BODY_READ_TIMEOUT",
-             "LAYA_IDLE_UNLOAD_SECONDS", "LAYA_TOURNAMENT_GROUP", "LAYA_JEV_STRICT", "LAYA_MAX_TOKEN_BUDGET",
-             "LAYA_MAX_BATCH_TOKENS", "LAYA_THREADS", "LAYA_DEVICE", "LAYA_MODELS", "LAYA_AUTO_TASK",
-             "LAYA_MAX_LOADED", "LAYA_EXTRA_MODELS", "LAYA_DEFAULT_MODEL", "LAYA_PRELOAD", "LAYA_HOST", "LAYA_PORT",
-             "LAYA_LOG_LEVEL", "LAYA_BACKEND")
-
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch):
-    for name in SERVE_ENV:
-        monkeypatch.delenv(name, raising=False)
+from _serve_env import clean_env  # noqa: E402,F401 (an autouse fixture: the host's serve settings stay out)
 
 
 class FakeRouter:
