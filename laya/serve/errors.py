@@ -49,7 +49,6 @@ ERRORS: dict[str, tuple[int, str, dict]] = {
                            "them where laya-serve runs, or drop them", {}),
     "refused_diagnostics": (422, "diagnostics is filled in place for an in-process caller and cannot be returned "
                                  "over HTTP; read the per-group report from the CLI or a local Router", {}),
-    "unknown_fields": (422, "unknown field(s) {names}; allowed: {allowed}", {}),
     "budget_not_int": (422, "{name} must be an integer", {}),
     "budget_not_positive": (422, "{name} must be a positive integer", {}),
     "budget_over_limit": (422, "{name} exceeds server limit ({value} > {limit})", {}),

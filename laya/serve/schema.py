@@ -9,6 +9,7 @@ Everything here runs before a request may enter a batch. Each failure is an `Api
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -30,6 +31,7 @@ __all__ = ["ApiError", "Decision", "Limits", "MAX_BATCH_STATES", "MAX_CHOICE_OPT
 MAX_CHOICE_OPTIONS_TOURNAMENT = MAX_TOURNAMENT_CHOICE_OPTIONS  # the older name (laya.mcp.tools reads it)
 ASSUMED_ROW_WIDTH = 512  # row width for the pass-size cap when the body gives no max_len
 AUTO_MODEL_IDS = ("", "auto", "jev-1", "convaiinnovations/laya")
+log = logging.getLogger("laya.serve")
 REFUSED_KEYS = BODY_REFUSALS
 SINGLE_KEYS = ("state", "questions", *BODY_CONTROLS)
 BATCH_KEYS = tuple(dict.fromkeys(("states", "questions", *BODY_CONTROLS, *BATCH_BODY_CALL_CONTROLS)))  # each once
@@ -163,9 +165,10 @@ def _check_keys(data: dict, allowed: tuple[str, ...], out_parameters: tuple[str,
         raise fail("refused_hooks", names=", ".join(refused))
     if any(data.get(k) is not None for k in out_parameters):
         raise fail("refused_diagnostics")
+    # Other fields are ignored, as the published Jev-compatible server does (R-HTTP-2 lists no refusal for them)
     unknown = [k for k in data if k not in allowed and k not in REFUSED_KEYS and k not in out_parameters]
     if unknown:
-        raise fail("unknown_fields", names=", ".join(map(repr, unknown)), allowed=", ".join(allowed))
+        log.debug("laya serve: ignoring unknown request field(s) %s", ", ".join(map(repr, unknown)))
 
 
 def _token_count(body: dict, name: str, budget: int) -> int | None:
