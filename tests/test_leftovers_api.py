@@ -26,7 +26,7 @@ CASES = [
     ("True", True, False, False, False, False),
     ("False", False, False, False, False, False),
     ("int", 1, True, True, True, True),
-    ("huge int", 10 ** 400, False, True, True, False),  # controls raised OverflowError before
+    ("huge int", 10 ** 400, False, True, False, False),  # controls raised OverflowError, calibrate overflowed later
     ("-huge int", -10 ** 400, False, True, False, False),  # (same)
     ("float", 0.5, True, True, True, True),
     ("nan", math.nan, False, True, False, False),
@@ -62,7 +62,7 @@ def test_each_caller_keeps_its_number_rule(name, value, usable, real, positive, 
     assert is_real(value, finite=True) is usable
     assert is_real(value) is real
     assert temperature_rejected(value, value) is (not real or value != value)
-    assert is_real(value, finite=True, huge_ints=True, positive=True) is positive
+    assert (is_real(value, finite=True, positive=True) and float(value) > 0) is positive  # calibrate's rule
     if positive:
         predictions([], temperature=(value, 1.0, 1.0))
     else:
@@ -179,3 +179,12 @@ def test_truthy_strings_are_not_flags(agent, router):
                 call(bad)
     assert agent.backend == before  # a refused flag changes nothing
 
+
+
+def test_calibration_temperatures_must_divide_as_floats():
+    # 10**400 overflowed and Fraction(1, 10**400) divided by zero inside the fits: now the fits' ValueError
+    from fractions import Fraction
+
+    for t in (10 ** 400, Fraction(10 ** 400), 2 ** 1024, Fraction(1, 10 ** 400)):
+        with pytest.raises(ValueError, match="temperature must be 3 positive finite numbers"):
+            fit_abstention_thresholds([(0, [1.0, 0.2], [1.0, 0.0])] * 3, [t, 1.0, 1.0], None, min_bucket_n=1)
