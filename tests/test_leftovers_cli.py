@@ -152,3 +152,26 @@ def test_metric_number_and_the_gate_policy_name_the_bad_value():
         apply_policy([rule], good, bad)
     with pytest.raises(EvalError, match=r"the report's metric 'choice_accuracy' is '0.9', not a number"):
         bad.compare(good)
+
+
+@pytest.mark.parametrize("report", [
+    {"overall": {}, "cases": 5}, {"overall": {}, "config": [1]}, {"overall": {}, "slices": [1]},
+    {"overall": {}, "slices": {"language": [1]}}, {"overall": {}, "cases": [1.5]}])
+def test_compare_names_a_malformed_report_instead_of_a_traceback(report, tmp_path, capsys):
+    ok, bad = tmp_path / "ok.json", tmp_path / "bad.json"
+    ok.write_text(json.dumps({"config": {}, "overall": {"ece": 0.1}, "slices": {}, "cases": []}))
+    bad.write_text(json.dumps(report))
+    assert evals_main(["compare", str(ok), "--baseline", str(bad)]) == 2
+    assert capsys.readouterr().err.startswith(f"laya-evals: {bad}: an eval report must be an object with")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    assert evals_main(["compare", str(ok), "--baseline", str(deep)]) == 2
+    assert f"{deep} is not valid JSON" in capsys.readouterr().err
+
+
+def test_a_gate_policy_limit_too_big_for_a_float_is_named(tmp_path, capsys):
+    ok, policy = tmp_path / "ok.json", tmp_path / "policy.json"
+    ok.write_text(json.dumps({"config": {}, "overall": {"ece": 0.1}, "slices": {}, "cases": []}))
+    policy.write_text('{"version": 1, "rules": [{"metric": "ece", "max": 1' + "0" * 400 + '}]}')
+    assert evals_main(["compare", str(ok), "--baseline", str(ok), "--gate-policy", str(policy)]) == 2
+    assert "gate policy rule 0 'max' must be a finite number" in capsys.readouterr().err

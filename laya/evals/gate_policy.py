@@ -10,9 +10,9 @@ the limit is broken."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
+from ..numeric import is_real
 from .cli_files import read_json_strict
 from .dataset import EvalError
 from .report import SLICE_DIMENSIONS, EvalReport, metric_number, slice_cases, usable_count
@@ -40,7 +40,7 @@ def _check_rule(rule: Any, i: int) -> dict:
     if len(limits) != 1:
         raise EvalError(f"{where} needs exactly one of {', '.join(LIMITS)}, got {len(limits)}")
     value = rule[limits[0]]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not isinstance(value, (int, float)) or not is_real(value, finite=True):
         raise EvalError(f"{where} {limits[0]!r} must be a finite number, got {value!r}")
     return {"slice": dict(sl), "metric": rule["metric"], "min_count": count, "limit": limits[0],
             "value": float(value)}

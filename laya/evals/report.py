@@ -155,7 +155,11 @@ class EvalReport:
 
     @classmethod
     def from_dict(cls, data: Any) -> "EvalReport":
-        if not isinstance(data, dict) or not isinstance(data.get("overall"), dict):
+        parts_ok = isinstance(data, dict) and all(isinstance(data.get(k) or kind(), kind) for k, kind in (
+            ("config", dict), ("slices", dict), ("cases", list)))
+        parts_ok = parts_ok and all(isinstance(t, dict) for t in (data.get("slices") or {}).values()) and \
+            all(isinstance(c, dict) for c in data.get("cases") or [])
+        if not parts_ok or not isinstance(data.get("overall"), dict):
             raise EvalError("an eval report must be an object with 'config', 'overall', 'slices' and 'cases'")
         return cls(dict(data.get("config") or {}), dict(data["overall"]), dict(data.get("slices") or {}),
                    list(data.get("cases") or []))
@@ -167,7 +171,7 @@ class EvalReport:
                 data = json.load(f)
         except (OSError, UnicodeDecodeError) as e:
             raise EvalError(f"{path} cannot be read: {e}") from None
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, RecursionError) as e:  # (RecursionError: nested too deep)
             raise EvalError(f"{path} is not valid JSON: {e}") from None
         try:
             return cls.from_dict(data)
