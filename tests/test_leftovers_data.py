@@ -138,3 +138,30 @@ def test_gold_loader_and_items_from_rows_classify_rows_alike(tmp_path, tok):
     assert math.isclose(items[1]["target"][1], 0.75)
     with pytest.raises(ValueError, match=rf"^{path}:3: "):  # without a counter the first unusable row is named
         load_gold_jsonl(path)
+
+
+def test_evaluate_skip_answers_a_failed_batch_one_by_one():
+    # one bad example in a predict_batch chunk is recorded alone; its neighbours are still answered (R-EV-4 skip)
+    from laya.evals import Dataset, Example, evaluate
+
+    class Runner:
+        def __init__(self):
+            self.calls = []
+
+        def predict(self, state, questions, **kw):
+            raise AssertionError("a batch runner is called through predict_batch")
+
+        def predict_batch(self, states, questions, model=None, batch_size=None, **kw):
+            self.calls.append(len(states))
+            if any(not isinstance(s, str) for s in states):
+                raise TypeError("state must be a str, dict or list, not int")
+            return [{"answers": {"u": {"answer": True, "probabilities": {"true": 0.9, "false": 0.1},
+                                       "confidence": 0.9}}} for _ in states]
+
+    q = {"u": {"type": "noul", "instructions": "Is it urgent?"}}
+    examples = [Example(s, q, {"u": True}) for s in ("a", "b", 5, "c", "d")]
+    runner = Runner()
+    report = evaluate(runner, Dataset(examples), batch_size=8, on_error="skip")
+    assert [e["index"] for e in report.config["errored"]] == [2]
+    assert sorted(c["index"] for c in report.cases) == [0, 1, 3, 4]
+    assert runner.calls == [5, 1, 1, 1, 1, 1]

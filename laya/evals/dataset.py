@@ -152,7 +152,7 @@ def questions_fingerprint(dataset: Any) -> str:
         schemas.update(_question_schema(qid, d) for qid, d in questions.items())
     digest = hashlib.sha256()
     for schema in sorted(schemas):
-        digest.update((schema + "\n").encode("utf-8"))
+        digest.update((schema + "\n").encode("utf-8", "surrogatepass"))  # (a skipped lone surrogate: no crash)
     return digest.hexdigest()
 
 

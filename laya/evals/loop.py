@@ -124,7 +124,8 @@ def _answer_all(runner: Any, dataset: Dataset, batch_size: int | None, sort_by_l
     groups = _chunks(dataset, batch_size) if mode != "single" else [[i] for i in range(len(dataset))]
     answered: dict[int, tuple] = {}
     started, calls = time.perf_counter(), 0
-    for members in groups:
+    while groups:
+        members = groups.pop(0)
         examples = [dataset[i] for i in members]
         t0 = time.perf_counter()
         try:
@@ -132,6 +133,9 @@ def _answer_all(runner: Any, dataset: Dataset, batch_size: int | None, sort_by_l
         except Exception as e:  # noqa: BLE001 - recorded per example under on_error="skip"
             if on_error == "fail":
                 raise
+            if len(members) > 1:  # one bad example must not cost its chunk: answer them one by one
+                groups[:0] = [[i] for i in members]
+                continue
             errored += [{"index": i, "error": f"{type(e).__name__}: {e}"} for i in members]
             continue
         finally:
