@@ -97,3 +97,23 @@ def test_r_srv_9_idle_unload_leaves_a_router_without_unload_alone(monkeypatch):
         time.sleep(0.2)
         assert c.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS}).status_code == 200
         assert c.get("/health").json()["loaded"] == ["fake"]
+
+
+def test_r_srv_9_idle_unload_goes_on_after_a_failed_unload(monkeypatch, caplog):
+    # an injected router whose unload() raises once: logged, and the next idle check unloads it
+    class FailsOnce(MethodRouter):
+        def unload(self):
+            if not getattr(self, "failed", False):
+                self.failed = True
+                raise RuntimeError("busy")
+            super().unload()
+
+    monkeypatch.setenv("LAYA_IDLE_UNLOAD_SECONDS", "0.05")
+    router = FailsOnce()
+    with caplog.at_level(logging.ERROR, logger="laya.serve"), TestClient(create_app(router)) as c:
+        assert c.post("/v1/systemone", json={"state": "x", "questions": QUESTIONS}).status_code == 200
+        deadline = time.monotonic() + 5.0
+        while router.unloads == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert router.failed and router.unloads == 1
+    assert "idle unloading failed" in caplog.text

@@ -230,14 +230,20 @@ class Server:
     async def unload_when_idle(self) -> None:
         limit = self.cfg.idle_unload_seconds
         while True:
-            await asyncio.sleep(min(5.0, limit))
-            loaded = resident_names(self.router)  # an injected router may offer `loaded` as a method, or no unload
-            unload = getattr(self.router, "unload", None)
-            if loaded and callable(unload) and self.admitted == 0 and time.monotonic() - self.last_request >= limit:
-                log.info("laya serve: idle for %.0f s; unloading %s", limit, ", ".join(map(str, loaded)))
-                unload()
-                if self.batched:
-                    self.settle_gc()
+            await asyncio.sleep(min(5.0, max(limit, 0.1)))  # (a tiny limit must not spin the event loop)
+            try:
+                self._unload_if_idle(limit)
+            except Exception:  # noqa: BLE001 - an injected router's failure must not end idle unloading for good
+                log.exception("laya serve: idle unloading failed; trying again later")
+
+    def _unload_if_idle(self, limit: float) -> None:
+        loaded = resident_names(self.router)  # an injected router may offer `loaded` as a method, or no unload
+        unload = getattr(self.router, "unload", None)
+        if loaded and callable(unload) and self.admitted == 0 and time.monotonic() - self.last_request >= limit:
+            log.info("laya serve: idle for %.0f s; unloading %s", limit, ", ".join(map(str, loaded)))
+            unload()
+            if self.batched:
+                self.settle_gc()
 
     # ---- inference worker side ---------------------------------------------------------------------
 
