@@ -4,6 +4,7 @@ non-object gold, generators, out-of-range confidences)."""
 import collections
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -11,7 +12,6 @@ import pytest
 pytest.importorskip("torch")
 
 import laya.train as T  # noqa: E402
-from laya.evals import aurc, brier, ece, selective_accuracy  # noqa: E402
 from laya.questions import check_question  # noqa: E402
 from laya.train.data import Example, load_examples, load_gold_jsonl, load_text_label, text_label_rows  # noqa: E402
 
@@ -165,3 +165,16 @@ def test_evaluate_skip_answers_a_failed_batch_one_by_one():
     assert [e["index"] for e in report.config["errored"]] == [2]
     assert sorted(c["index"] for c in report.cases) == [0, 1, 3, 4]
     assert runner.calls == [5, 1, 1, 1, 1, 1]
+
+
+def test_unreadable_states_are_bad_rows_and_bad_labels_name_the_file(tmp_path):
+    # a state the model cannot read (a number, a lone surrogate) is a bad_row when counting, an error naming
+    # the row otherwise; a label that cannot be an option names the file and column
+    q = {"u": NOUL}
+    for state in (5, "\ud800", None):
+        row = {"state": state, "questions": q, "expected": {"u": True}}
+        assert T.items_from_rows(None, [row], 64, 48) == ([], {"bad_row": 1})
+    path = tmp_path / "labels.jsonl"
+    path.write_text('{"text": "t", "label": "\\ud800"}\n{"text": "u", "label": "a"}\n', encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: column 'label': question 'label': option"):
+        load_text_label(str(path))

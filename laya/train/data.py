@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..numeric import is_real
-from ..questions import Question, check_question
+from ..questions import Question, check_question, render_state
 
 
 @dataclass
@@ -168,6 +168,10 @@ def _row_problem(row: Any) -> str | None:
         if row.get(key) is not None and not isinstance(row[key], dict):
             kind = type(row[key]).__name__
             return f"{key!r} must be an object keyed by question id, got {kind}; fix or remove the row"
+    try:  # a state the model cannot read fails here, not in the middle of training
+        render_state(row["state"])
+    except (TypeError, ValueError) as e:
+        return f"{e}; fix or remove the row"
     return None
 
 
@@ -274,7 +278,10 @@ def load_text_label(path: str, text_column: str = "text", label_column: str = "l
     rows = _text_label_gold_rows(path, text_column, label_column, question_id, instructions, labels)
     if not rows:
         return []
-    checked = {question_id: check_question(question_id, rows[0][1]["questions"][question_id])}
+    try:  # the labels seen make the question's options: name the file when one cannot be an option
+        checked = {question_id: check_question(question_id, rows[0][1]["questions"][question_id])}
+    except ValueError as e:
+        raise ValueError(f"{path}: column {label_column!r}: {e}") from None
     examples = []
     for line, row in rows:
         if "state" not in row and skipped is None:
