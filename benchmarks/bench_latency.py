@@ -441,8 +441,8 @@ def install(agent, name: str) -> dict:
 
         shipped = fast_module.GPU_TILES
         fast_module.GPU_TILES = variant_table(name, shipped)
-        try:  # every class built while the table is patched
-            agent.set_backend(backend_name, strict=True)
+        try:  # every class built while the table is patched; verbose: a tile that falls back is printed
+            agent.set_backend(backend_name, strict=True, verbose=True)
             agent.backend_object.fast.build_all()
         finally:
             fast_module.GPU_TILES = shipped

@@ -67,6 +67,9 @@ def with_tiles(table: dict, entries: dict) -> dict:
             if unknown:
                 raise ValueError(f"tile keys {sorted(unknown)} of {kind!r} class {c} are not tile keys of that "
                                  f"kind; use {', '.join(allowed)}")
+            if tile.get("persistent") and (tile.get("splits") or tile.get("prefetch")):
+                raise ValueError(f"{kind!r} class {c}: persistent tiles take neither splits nor prefetch (the kernel "
+                                 "would fall back to its default tile); drop one of them")
             row[int(c)] = dict(tile)
         out[kind] = tuple(row)
     return out

@@ -477,7 +477,7 @@ def _tile_walk(workers: int, prefetch: int, bm: int, bn: int):
     import tilelang.language as T
 
     @T.macro
-    def walk(m, columns, worker, tile, buffers):  # (named m: the row count's symbol in the kernel's signature)
+    def walk(m, columns, worker, tile, buffers):  # (named m: TileLang names the row-count argument after it)
         tiles = T.ceildiv(m, bm) * columns
         for w in T.serial(T.ceildiv(tiles, workers)):
             t = w * workers + worker

@@ -175,3 +175,13 @@ def test_a_gate_policy_limit_too_big_for_a_float_is_named(tmp_path, capsys):
     policy.write_text('{"version": 1, "rules": [{"metric": "ece", "max": 1' + "0" * 400 + '}]}')
     assert evals_main(["compare", str(ok), "--baseline", str(ok), "--gate-policy", str(policy)]) == 2
     assert "gate policy rule 0 'max' must be a finite number" in capsys.readouterr().err
+
+
+def test_compare_names_a_slice_row_that_is_not_an_object(tmp_path, capsys):
+    ok, bad = tmp_path / "ok.json", tmp_path / "bad.json"
+    ok.write_text(json.dumps({"config": {}, "overall": {"ece": 0.1}, "slices": {}, "cases": []}))
+    bad.write_text(json.dumps({"overall": {}, "slices": {"qid": {"a": 1}}}))
+    assert evals_main(["compare", str(ok), "--baseline", str(bad)]) == 2
+    assert "an eval report must be an object with" in capsys.readouterr().err
+    bad.write_text(json.dumps({"overall": {}, "config": 0}))  # a falsy part of the wrong type is refused too
+    assert evals_main(["compare", str(ok), "--baseline", str(bad)]) == 2

@@ -3,6 +3,7 @@ optionally `predict_batch`), score the expected answers and build an `EvalReport
 
 from __future__ import annotations
 
+import collections
 import inspect
 import json
 import time
@@ -121,11 +122,12 @@ def _answer_all(runner: Any, dataset: Dataset, batch_size: int | None, sort_by_l
                 min_confidence: Any, on_error: str, errored: list) -> tuple[dict, dict]:
     """({index: (result, latency_ms, cost_ms)}, timing block)."""
     mode = _batch_mode(runner, batch_size)
-    groups = _chunks(dataset, batch_size) if mode != "single" else [[i] for i in range(len(dataset))]
+    chunks = _chunks(dataset, batch_size) if mode != "single" else [[i] for i in range(len(dataset))]
+    groups = collections.deque(chunks)
     answered: dict[int, tuple] = {}
     started, calls = time.perf_counter(), 0
     while groups:
-        members = groups.pop(0)
+        members = groups.popleft()
         examples = [dataset[i] for i in members]
         t0 = time.perf_counter()
         try:
@@ -134,7 +136,7 @@ def _answer_all(runner: Any, dataset: Dataset, batch_size: int | None, sort_by_l
             if on_error == "fail":
                 raise
             if len(members) > 1:  # one bad example must not cost its chunk: answer them one by one
-                groups[:0] = [[i] for i in members]
+                groups.extendleft([i] for i in reversed(members))
                 continue
             errored += [{"index": i, "error": f"{type(e).__name__}: {e}"} for i in members]
             continue

@@ -155,10 +155,13 @@ class EvalReport:
 
     @classmethod
     def from_dict(cls, data: Any) -> "EvalReport":
-        parts_ok = isinstance(data, dict) and all(isinstance(data.get(k) or kind(), kind) for k, kind in (
-            ("config", dict), ("slices", dict), ("cases", list)))
-        parts_ok = parts_ok and all(isinstance(t, dict) for t in (data.get("slices") or {}).values()) and \
-            all(isinstance(c, dict) for c in data.get("cases") or [])
+        def shaped(key: str, kind: type) -> bool:
+            return data.get(key) is None or isinstance(data[key], kind)
+
+        parts_ok = isinstance(data, dict) and shaped("config", dict) and shaped("slices", dict) and shaped("cases", list)
+        parts_ok = parts_ok and all(isinstance(c, dict) for c in data.get("cases") or []) and all(
+            isinstance(table, dict) and all(isinstance(row, dict) for row in table.values())
+            for table in (data.get("slices") or {}).values())
         if not parts_ok or not isinstance(data.get("overall"), dict):
             raise EvalError("an eval report must be an object with 'config', 'overall', 'slices' and 'cases'")
         return cls(dict(data.get("config") or {}), dict(data["overall"]), dict(data.get("slices") or {}),

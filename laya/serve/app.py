@@ -228,13 +228,16 @@ class Server:
         self.heap.settle(self.router.loaded)
 
     async def unload_when_idle(self) -> None:
-        limit = self.cfg.idle_unload_seconds
+        limit, failing = self.cfg.idle_unload_seconds, False
         while True:
             await asyncio.sleep(min(5.0, max(limit, 0.1)))  # (a tiny limit must not spin the event loop)
             try:
                 self._unload_if_idle(limit)
+                failing = False
             except Exception:  # noqa: BLE001 - an injected router's failure must not end idle unloading for good
-                log.exception("laya serve: idle unloading failed; trying again later")
+                if not failing:  # one traceback per run of failures, not one per check
+                    log.exception("laya serve: idle unloading failed; trying again later")
+                failing = True
 
     def _unload_if_idle(self, limit: float) -> None:
         loaded = resident_names(self.router)  # an injected router may offer `loaded` as a method, or no unload
