@@ -19,6 +19,8 @@ def is_real(value: Any, *, finite: bool = False, huge_ints: bool = False, positi
     """
     if isinstance(value, bool) or not isinstance(value, types):
         return False
+    if getattr(getattr(value, "dtype", None), "kind", None) in ("m", "M"):  # numpy registers timedelta64 as Integral
+        return False
     if finite:
         if huge_ints:
             if not -math.inf < value < math.inf:

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import pytest
 
-from laya.answers import positive_int, temperature_rejected
+from laya.answers import clamp_temperature, positive_int, temperature_rejected
 from laya.calibrate import fit_abstention_thresholds, fit_temperature_map, predictions
 from laya.confidence import answer_confidence_value
 from laya.integrations.controls import check_threshold, is_number
@@ -188,3 +188,11 @@ def test_calibration_temperatures_must_divide_as_floats():
     for t in (10 ** 400, Fraction(10 ** 400), 2 ** 1024, Fraction(1, 10 ** 400)):
         with pytest.raises(ValueError, match="temperature must be 3 positive finite numbers"):
             fit_abstention_thresholds([(0, [1.0, 0.2], [1.0, 0.0])] * 3, [t, 1.0, 1.0], None, min_bucket_n=1)
+
+
+def test_numpy_time_values_are_not_numbers():
+    import numpy as np
+
+    for value in (np.timedelta64(2), np.timedelta64(2, "s")):
+        assert not is_real(value) and not is_real(value, finite=True)
+    assert clamp_temperature(np.timedelta64(2)) == 1.0
