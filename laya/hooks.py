@@ -124,7 +124,7 @@ def validate_timeout(value: Any) -> float | None:
         raise ValueError(f"hooks_timeout must be a positive finite number or None, not a bool; got {value!r}")
     try:
         seconds = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # (OverflowError: an int too big for a float)
         seconds = math.nan
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"hooks_timeout must be a positive finite number or None; got {value!r}")

@@ -137,7 +137,8 @@ def predict_long(predictor: Any, state: Any, questions: dict, window: int | None
     # A state that fits one row (or the explicit window) is one plain call.
     if len(ids) <= (size if window is not None else room):
         result = predictor.predict(state, questions, lang=lang, hooks=hooks, **hook_kwargs)
-        result.setdefault("usage", {})["windows"] = 0 if probe.skipped else 1
+        if isinstance(result, dict):  # (a hook's skip may answer with anything: it is returned as given)
+            result.setdefault("usage", {})["windows"] = 0 if probe.skipped else 1
         return result
 
     starts = window_starts(len(ids), size, step)
@@ -148,6 +149,8 @@ def predict_long(predictor: Any, state: Any, questions: dict, window: int | None
     results = predictor.predict_batch(texts, questions, lang=lang, hooks=hooks, **hook_kwargs,
                                       batch_size=min(batch_size or WINDOW_BATCH_CAP, WINDOW_BATCH_CAP))
     if probe.skipped:  # a hook answered (e.g. a cache): its answer stands, no window was scored
+        if not isinstance(results[0], dict):  # as predict returns a hook's skip results: as given
+            return results[0]
         result = dict(results[0])
         result["usage"] = {**result.get("usage", {}), "windows": 0}
         return result

@@ -244,7 +244,11 @@ def _pydantic_schema(model: Any) -> dict:
     schema_fn = getattr(model, "model_json_schema", None)
     if not isinstance(model, type) or not callable(schema_fn):
         raise TypeError(f"expected a pydantic v2 model class, got {model!r}; pass a JSON-schema dict instead")
-    return schema_fn()
+    try:
+        return schema_fn()
+    except AttributeError:  # pydantic's BaseModel itself: only its subclasses have a schema
+        raise TypeError(f"expected a subclass of a pydantic model, got {model!r} itself; define your fields in a "
+                        "subclass") from None
 
 
 def plan_from_pydantic(model: Any) -> SchemaPlan:

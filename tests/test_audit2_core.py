@@ -157,3 +157,18 @@ def test_r_q_2_override_keys_and_inheritance(tiny_checkpoint):
     assert set(agent.lang_temperatures) == {"fr", "es"}
     assert agent.lang_temperatures["fr"]["temperature"] == agent.temperature
     assert agent.lang_temperatures["es"]["temperature"] == agent.temperature
+
+
+def test_pydantic_basemodel_itself_is_a_named_type_error():
+    pydantic = pytest.importorskip("pydantic")
+    from laya.structured import questions_from_pydantic
+
+    with pytest.raises(TypeError, match="expected a subclass of a pydantic model"):
+        questions_from_pydantic(pydantic.BaseModel)
+
+
+def test_predict_long_returns_a_hooks_non_dict_answer_as_given(agent):
+    # a start hook's ctx.skip answers with anything: predict returns it as given, and so does predict_long
+    q = {"u": {"type": "noul", "instructions": "Is it urgent?"}}
+    for state in ("short", "word " * 2000):
+        assert agent.predict_long(state, q, on_predict_start=lambda ctx: ctx.skip([5])) == 5

@@ -49,3 +49,10 @@ def test_r_lang_10_moderate_fraction_needs_ten_letters(greek, script):
     text = "Please send the invoice to the accounting team before the end of this week " + greek
     assert 0.1 <= analyse(text)["non_latin_fraction"] < 0.2
     assert analyse(text)["script"] == script
+
+
+def test_r_hk_3_a_timeout_too_big_for_a_float_is_the_value_error():
+    from laya.hooks import validate_timeout
+
+    with pytest.raises(ValueError, match=r"^hooks_timeout must be a positive finite number or None; got 1000"):
+        validate_timeout(10 ** 400)
