@@ -154,7 +154,7 @@ def temperature_for(qtype: int, k: int, temperature: Sequence[float], by_options
 def _check_temperatures(temperature: Any, by_options: Any) -> None:
     """Temperatures a fit divides logits by: three positive finite numbers, and a bucket map of the same."""
     def positive(t: Any) -> bool:  # (logits are divided by float(t): it must be a positive finite float)
-        return is_real(t, finite=True, positive=True) and float(t) > 0
+        return is_real(t, finite=True) and float(t) > 0
 
     if not isinstance(temperature, (list, tuple)) or len(temperature) != 3 or not all(map(positive, temperature)):
         raise ValueError(f"temperature must be 3 positive finite numbers (choice, score, noul), got {temperature!r:.120}")

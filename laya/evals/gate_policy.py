@@ -40,7 +40,7 @@ def _check_rule(rule: Any, i: int) -> dict:
     if len(limits) != 1:
         raise EvalError(f"{where} needs exactly one of {', '.join(LIMITS)}, got {len(limits)}")
     value = rule[limits[0]]
-    if not isinstance(value, (int, float)) or not is_real(value, finite=True):
+    if not is_real(value, finite=True, types=(int, float)):
         raise EvalError(f"{where} {limits[0]!r} must be a finite number, got {value!r}")
     return {"slice": dict(sl), "metric": rule["metric"], "min_count": count, "limit": limits[0],
             "value": float(value)}

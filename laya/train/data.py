@@ -111,7 +111,7 @@ def target_from_probabilities(q: Question, probabilities: Any, where: str) -> np
     values = []
     for key in keys:
         v = given.get(key, 0.0)
-        if not isinstance(v, (int, float)) or not is_real(v, finite=True):
+        if not is_real(v, finite=True, types=(int, float)):
             raise ValueError(f"{where}: gold probability for option {key!r} of '{q.qid}' must be a number, got {v!r}")
         values.append(float(v))
     return normalise_target(values, where)
