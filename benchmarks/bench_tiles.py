@@ -59,7 +59,6 @@ SPLIT_TILES = [dict(bm=64, bn=64, bk=128, stages=3, threads=128),
                dict(bm=32, bn=64, bk=128, stages=4, threads=128),
                dict(bm=16, bn=64, bk=128, stages=4, threads=128)]
 SPLITS = (2, 4, 8)
-SMS = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else 132
 LARGE_M = 4096  # from here on the large-tile candidates (no split-K: enough thread blocks without it)
 LARGE = [dict(bm=128, bn=256, bk=64, stages=3, threads=256),  # the fast path's large tiles so far
          dict(bm=128, bn=256, bk=64, stages=4, threads=256),
@@ -71,11 +70,7 @@ LARGE = [dict(bm=128, bn=256, bk=64, stages=3, threads=256),  # the fast path's 
          dict(bm=128, bn=128, bk=64, stages=2, threads=256, min_blocks=2),
          dict(bm=128, bn=128, bk=32, stages=4, threads=256, min_blocks=2),
          dict(bm=128, bn=128, bk=64, stages=3, threads=256, min_blocks=2),
-         dict(bm=128, bn=128, bk=64, stages=2, threads=128, min_blocks=2),
-         # persistent blocks, one per SM: each block's next-tile loads overlap its epilogue
-         dict(bm=128, bn=256, bk=64, stages=3, threads=256, workers=SMS),
-         dict(bm=128, bn=256, bk=64, stages=4, threads=256, workers=SMS),
-         dict(bm=128, bn=128, bk=64, stages=4, threads=256, workers=SMS)]
+         dict(bm=128, bn=128, bk=64, stages=2, threads=128, min_blocks=2)]
 GEGLU_LARGE = [dict(bm=128, bn=128, bk=64, stages=3, threads=256),  # "large" so far
                dict(bm=128, bn=128, bk=64, stages=4, threads=256),
                dict(bm=128, bn=64, bk=64, stages=4, threads=256),
@@ -86,10 +81,7 @@ GEGLU_LARGE = [dict(bm=128, bn=128, bk=64, stages=3, threads=256),  # "large" so
                dict(bm=128, bn=64, bk=64, stages=2, threads=256, min_blocks=2),
                dict(bm=128, bn=64, bk=32, stages=4, threads=256, min_blocks=2),
                dict(bm=64, bn=128, bk=64, stages=2, threads=128, min_blocks=2),
-               dict(bm=128, bn=64, bk=64, stages=2, threads=128, min_blocks=2),
-               dict(bm=128, bn=128, bk=64, stages=3, threads=256, workers=SMS),
-               dict(bm=128, bn=128, bk=64, stages=4, threads=256, workers=SMS),
-               dict(bm=128, bn=64, bk=64, stages=4, threads=256, workers=SMS)]
+               dict(bm=128, bn=64, bk=64, stages=2, threads=128, min_blocks=2)]
 GEGLU = [dict(bm=64, bn=32, bk=128, stages=2, threads=128),  # "small" so far
          dict(bm=128, bn=128, bk=64, stages=3, threads=256),  # "large"
          dict(bm=128, bn=32, bk=128, stages=2, threads=128),
@@ -377,12 +369,7 @@ def main() -> None:
     ap.add_argument("--ms", default=",".join(map(str, MS)))
     ap.add_argument("--no-attention", action="store_true")
     ap.add_argument("--varlen-only", action="store_true", help="only the packed-attention sweep (case d)")
-    ap.add_argument("--persistent-only", action="store_true",
-                    help="large M: only the table's large tile against the persistent (workers=SMs) candidates")
     args = ap.parse_args()
-    if args.persistent_only:
-        LARGE[:] = [LARGE[0]] + [c for c in LARGE if c.get("workers")]
-        GEGLU_LARGE[:] = [GEGLU_LARGE[0]] + [c for c in GEGLU_LARGE if c.get("workers")]
     ms = [int(v) for v in args.ms.split(",")]
     torch.manual_seed(0)
     if args.varlen_only:

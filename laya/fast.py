@@ -306,8 +306,6 @@ class FastLaya:
         cfg = dict(GPU_TILES[kind][c])
         if self.cpu:
             return {key: cfg[key] for key in ("splits", "cublas") if cfg.get(key)}
-        if cfg.pop("persistent", False):
-            cfg["workers"] = torch.cuda.get_device_properties(self.device).multi_processor_count
         return cfg
 
     def _gemm_roles(self) -> tuple:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 
-def _t(bm, bn, bk, stages, threads, splits=0, cublas=False, persistent=False):
+def _t(bm, bn, bk, stages, threads, splits=0, cublas=False):
     """A GEMM tile; cublas=True: the class runs cuBLAS instead (laya.cublas_gemm), the tile is TileLang's best."""
-    tile = dict(bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, splits=splits, cublas=cublas)
-    return {**tile, "persistent": True} if persistent else tile
+    return dict(bm=bm, bn=bn, bk=bk, stages=stages, threads=threads, splits=splits, cublas=cublas)
 
 
 # Tiles per token-row class (a plan of M rows uses the first class whose bound holds M), from H200 sweeps:
@@ -67,20 +66,15 @@ def with_tiles(table: dict, entries: dict) -> dict:
             if unknown:
                 raise ValueError(f"tile keys {sorted(unknown)} of {kind!r} class {c} are not tile keys of that "
                                  f"kind; use {', '.join(allowed)}")
-            if tile.get("persistent") and (tile.get("splits") or tile.get("prefetch")):
-                raise ValueError(f"{kind!r} class {c}: persistent tiles take neither splits nor prefetch (the kernel "
-                                 "would fall back to its default tile); drop one of them")
             row[int(c)] = dict(tile)
         out[kind] = tuple(row)
     return out
 
 
 # a kernel request's tuned tile; without them, its defaults
-TILE_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks", "prefetch", "release", "workers")
+TILE_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks", "prefetch", "release")
 # the keys each kind's kernels take (a key a kernel refuses would silently send it back to its default tile)
-# persistent=True: one block per SM walks the tiles (the fast path turns it into the kernels' `workers`)
-_GEMM_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks", "prefetch", "release", "splits", "cublas",
-              "persistent")
+_GEMM_KEYS = ("bm", "bn", "bk", "stages", "threads", "min_blocks", "prefetch", "release", "splits", "cublas")
 _KIND_KEYS = {"rope": ("bm", "threads"), "add_ln": ("bm", "threads", "release"),
               "attn_full": ("bm", "bn", "stages", "threads", "min_blocks", "release")}
 _KIND_KEYS["attn_window"] = _KIND_KEYS["attn_full"]

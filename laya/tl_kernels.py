@@ -465,28 +465,6 @@ def compile_cpu(factory, *args, **kwargs):
 # 1. GEMM with bias / activation epilogue
 
 
-def _tile_walk(workers: int, prefetch: int, bm: int, bn: int):
-    """``workers > 0``: that many persistent blocks walk the output tiles (row-major, columns fastest), so a
-    block's loads of its next tile overlap its epilogue; 0: one block per tile, rasterised by ``S.swizzle``.
-    Returns the walk: ``walk(m, columns, worker, tile, buffers)`` runs ``tile(*buffers, m0, n0)`` for each of
-    block ``worker``'s tiles of an ``m``-row output."""
-    if workers < 0:
-        raise ValueError(f"workers must be >= 0 (0: one block per tile), got {workers}")
-    if workers and prefetch:
-        raise ValueError("prefetch needs one block per tile: use workers=0 with prefetch > 0")
-    import tilelang.language as T
-
-    @T.macro
-    def walk(m, columns, worker, tile, buffers):  # (named m: TileLang names the row-count argument after it)
-        tiles = T.ceildiv(m, bm) * columns
-        for w in T.serial(T.ceildiv(tiles, workers)):
-            t = w * workers + worker
-            if t < tiles:
-                tile(*buffers, t // columns * bm, t % columns * bn)
-
-    return walk
-
-
 def _gemm_kernel(
     N,
     K,
@@ -501,7 +479,6 @@ def _gemm_kernel(
     prefetch=0,
     release=False,
     min_blocks=1,
-    workers=0,
     *,
     cpu=False,
 ):
@@ -509,12 +486,11 @@ def _gemm_kernel(
 
     ``Bv`` (fp32) is always passed and ignored when ``bias=False``.  Pipelined over K.
     ``prefetch``/``release``: ``_weight_prefetch`` blocks and ``_Spec.chain``'s early release;
-    ``min_blocks``: resident blocks per SM (``_occupancy``); ``workers``: ``_tile_walk``.
+    ``min_blocks``: resident blocks per SM (``_occupancy``).
     """
     _check_dtype(dtype, cpu)
     if act not in _ACTS:
         raise ValueError(f"act must be one of {_ACTS}, got {act!r}")
-    walk = _tile_walk(workers, prefetch, bm, bn)
     import tilelang.language as T
 
     S = _Spec(cpu)
@@ -522,17 +498,6 @@ def _gemm_kernel(
     k_loop = _k_loop(bk, stages)
     prefetch_w = _weight_prefetch(N, K, -(-N // bn), prefetch, threads, cpu)
     occupy = _occupancy(min_blocks, threads, cpu)
-
-    @T.macro
-    def tile(A, W, Bv, C, A_s, W_s, C_s, acc, m0, n0):
-        k_loop(A, W, A_s, W_s, acc, m0, n0, 0, T.ceildiv(K, bk))
-        for i, j in S.par(bm, bn):
-            x = acc[i, j]
-            if bias:
-                x = x + T.if_then_else(n0 + j < N, Bv[n0 + j], T.cast(0, ACCUM))
-            C_s[i, j] = T.cast(_act(x, act), dtype)
-        # Staging through a tile gives coalesced, bounds-checked stores.
-        T.copy(C_s, C[m0, n0])
 
     @T.prim_func
     def gemm(
@@ -550,28 +515,16 @@ def _gemm_kernel(
             C_s = S.tile((bm, bn), dtype)
             acc = S.acc((bm, bn), ACCUM)
             S.swizzle()
-            tile(A, W, Bv, C, A_s, W_s, C_s, acc, by * bm, bx * bn)
+            k_loop(A, W, A_s, W_s, acc, by * bm, bx * bn, 0, T.ceildiv(K, bk))
+            for i, j in S.par(bm, bn):
+                x = acc[i, j]
+                if bias:
+                    x = x + T.if_then_else(bx * bn + j < N, Bv[bx * bn + j], T.cast(0, ACCUM))
+                C_s[i, j] = T.cast(_act(x, act), dtype)
+            # Staging through a tile gives coalesced, bounds-checked stores.
+            T.copy(C_s, C[by * bm, bx * bn])
 
-    if not workers:
-        return gemm
-
-    @T.prim_func
-    def gemm_persistent(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bv: T.Tensor((N,), "float32"),
-        C: T.Tensor((M, N), dtype),
-    ):
-        with T.Kernel(workers, threads=threads) as worker:
-            occupy()
-            S.chain(release)
-            A_s = S.tile((bm, bk), dtype)
-            W_s = S.tile((bn, bk), dtype)
-            C_s = S.tile((bm, bn), dtype)
-            acc = S.acc((bm, bn), ACCUM)
-            walk(M, T.ceildiv(N, bn), worker, tile, (A, W, Bv, C, A_s, W_s, C_s, acc))
-
-    return gemm_persistent
+    return gemm
 
 
 gemm_kernel = _kernel_factory(_gemm_kernel)
@@ -659,36 +612,18 @@ def _gemm_geglu_kernel(
     prefetch=0,
     release=False,
     min_blocks=1,
-    workers=0,
     *,
     cpu=False,
 ):
     """``C[M,F] = gelu(A @ W[:F]^T) * (A @ W[F:]^T)``; kernel args ``(A[M,K], W[2F,K], C[M,F])``.
-    ``prefetch``/``release``/``min_blocks``/``workers`` as ``gemm_kernel``'s."""
+    ``prefetch``/``release``/``min_blocks`` as ``gemm_kernel``'s."""
     _check_dtype(dtype, cpu)
-    walk = _tile_walk(workers, prefetch, bm, bn)
     import tilelang.language as T
 
     S = _Spec(cpu)
     M = T.dynamic("m")
     prefetch_w = _weight_prefetch(2 * F, K, -(-F // bn), prefetch, threads, cpu)
     occupy = _occupancy(min_blocks, threads, cpu)
-
-    @T.macro
-    def tile(A, W, C, A_s, Wu_s, Wg_s, C_s, acc_u, acc_g, m0, n0):
-        T.clear(acc_u)
-        T.clear(acc_g)
-        for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
-            T.copy(A[m0, ko * bk], A_s)
-            # A ragged last column tile of the first half reads gate rows; those columns are
-            # >= F and never stored, so no extra predicate is needed.
-            T.copy(W[n0, ko * bk], Wu_s)
-            T.copy(W[F + n0, ko * bk], Wg_s)
-            T.gemm(A_s, Wu_s, acc_u, transpose_B=True)
-            T.gemm(A_s, Wg_s, acc_g, transpose_B=True)
-        for i, j in S.par(bm, bn):
-            C_s[i, j] = T.cast(_gelu(acc_u[i, j]) * acc_g[i, j], dtype)
-        T.copy(C_s, C[m0, n0])
 
     @T.prim_func
     def gemm_geglu(
@@ -707,29 +642,21 @@ def _gemm_geglu_kernel(
             acc_u = S.acc((bm, bn), ACCUM)
             acc_g = S.acc((bm, bn), ACCUM)
             S.swizzle()
-            tile(A, W, C, A_s, Wu_s, Wg_s, C_s, acc_u, acc_g, by * bm, bx * bn)
+            T.clear(acc_u)
+            T.clear(acc_g)
+            for ko in T.Pipelined(T.ceildiv(K, bk), num_stages=stages):
+                T.copy(A[by * bm, ko * bk], A_s)
+                # A ragged last column tile of the first half reads gate rows; those columns are
+                # >= F and never stored, so no extra predicate is needed.
+                T.copy(W[bx * bn, ko * bk], Wu_s)
+                T.copy(W[F + bx * bn, ko * bk], Wg_s)
+                T.gemm(A_s, Wu_s, acc_u, transpose_B=True)
+                T.gemm(A_s, Wg_s, acc_g, transpose_B=True)
+            for i, j in S.par(bm, bn):
+                C_s[i, j] = T.cast(_gelu(acc_u[i, j]) * acc_g[i, j], dtype)
+            T.copy(C_s, C[by * bm, bx * bn])
 
-    if not workers:
-        return gemm_geglu
-
-    @T.prim_func
-    def gemm_geglu_persistent(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((2 * F, K), dtype),
-        C: T.Tensor((M, F), dtype),
-    ):
-        with T.Kernel(workers, threads=threads) as worker:
-            occupy()
-            S.chain(release)
-            A_s = S.tile((bm, bk), dtype)
-            Wu_s = S.tile((bn, bk), dtype)
-            Wg_s = S.tile((bn, bk), dtype)
-            C_s = S.tile((bm, bn), dtype)
-            acc_u = S.acc((bm, bn), ACCUM)
-            acc_g = S.acc((bm, bn), ACCUM)
-            walk(M, T.ceildiv(F, bn), worker, tile, (A, W, C, A_s, Wu_s, Wg_s, C_s, acc_u, acc_g))
-
-    return gemm_geglu_persistent
+    return gemm_geglu
 
 
 gemm_geglu_kernel = _kernel_factory(_gemm_geglu_kernel)

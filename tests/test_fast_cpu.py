@@ -130,33 +130,6 @@ def test_gemm_geglu_cpu():
     assert maxerr(C, ref_geglu(A, W)) < TOL
 
 
-
-@pytest.mark.parametrize("workers", [1, 4, 40])
-def test_persistent_gemms_cpu(workers):
-    # a few blocks walking every tile (fewer, as many as and more than the tiles), ragged M, N and K
-    r = gen(4)
-    A, W, Wg, b = r(M_, K_), r(N_, K_, scale=0.1), r(2 * N_, K_, scale=0.1), r(N_, scale=0.5)
-    tile = dict(bm=16, bn=16, bk=16, workers=workers)
-    for rows in (M_, 130):
-        Ar = A if rows == M_ else gen(5)(rows, K_)
-        C = torch.full((rows, N_), float("nan"))
-        K.compile_cpu(K.gemm_kernel, N_, K_, bias=True, act="gelu", **tile)(Ar, W, b, C)
-        assert maxerr(C, ref_gemm(Ar, W, b, "gelu")) < TOL
-        C = torch.full((rows, N_), float("nan"))
-        K.compile_cpu(K.gemm_geglu_kernel, N_, K_, **tile)(Ar, Wg, C)
-        assert maxerr(C, ref_geglu(Ar, Wg)) < TOL
-
-
-def test_persistent_gemm_arguments():
-    with pytest.raises(ValueError, match="workers must be >= 0"):
-        K.gemm_kernel.get_tir(64, 64, workers=-1)
-    with pytest.raises(ValueError, match="prefetch needs one block per tile"):
-        K.gemm_geglu_kernel.get_tir(64, 64, workers=8, prefetch=2)
-    for factory in (K.gemm_kernel, K.gemm_geglu_kernel):
-        assert 'T.thread_binding(8, thread="blockIdx.x")' in factory.get_tir(64, 64, workers=8).script()
-        assert "blockIdx.y" not in factory.get_tir(64, 64, workers=8).script()
-        assert "blockIdx.y" in factory.get_tir(64, 64).script()  # one block per tile: a 2-D grid
-
 # Split-K (K=67 in 2 or 3 slices; with bk=16 the 3-way split's last slice runs past K and is zero-filled)
 SPLIT_CASES = [(2, False), (3, True)]
 
@@ -639,31 +612,6 @@ def test_gemms_with_two_blocks_per_sm_give_the_same_bits(factory, tile):
     assert torch.isfinite(two).all()
     assert torch.equal(one, two)
 
-
-
-@needs_cuda
-@pytest.mark.parametrize("factory", ["gemm_kernel", "gemm_geglu_kernel"])
-@pytest.mark.parametrize("workers", [1, 5, 132])
-def test_persistent_gemms_give_the_same_bits(factory, workers):
-    # persistent blocks run each tile's MMAs in the same order as one block per tile: the same bits
-    r = gen(42)
-    M, N, Kd = 300, 200, 136  # ragged in every dimension
-    tile = dict(bm=128, bn=64, bk=64, stages=3, threads=256)
-    A = r(M, Kd).to(torch.bfloat16).cuda()
-    W = r(2 * N if factory == "gemm_geglu_kernel" else N, Kd, scale=0.1).to(torch.bfloat16).cuda()
-    b = r(N).cuda()
-
-    def run(**kw):
-        out = torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
-        if factory == "gemm_geglu_kernel":
-            K.gemm_geglu_kernel(N, Kd, **tile, **kw)(A, W, out)
-        else:
-            K.gemm_kernel(N, Kd, bias=True, **tile, **kw)(A, W, b, out)
-        return out.cpu()
-
-    one, persistent = run(), run(workers=workers)
-    assert torch.isfinite(persistent).all()
-    assert torch.equal(one, persistent)
 
 # Weight prefetch before the PDL wait, and the early release of the next kernel (both off by default).
 PF_N, PF_K = 200, 136  # 200 weight rows over 3 sharing blocks of 32 threads (bn=64): several rounds each

@@ -25,11 +25,10 @@ from _compare import assert_same  # noqa: E402
 from _fast_requests import make_batch, run_beside_a_wide_build  # noqa: E402
 from laya import backends  # noqa: E402
 from laya import fast as fast_module  # noqa: E402
-from laya import tl_kernels  # noqa: E402
 from laya.cublas_gemm import TorchGeglu, TorchGemm  # noqa: E402
 from laya.device import Precision  # noqa: E402
 from laya.fast import FastLaya  # noqa: E402
-from laya.fast_tiles import with_tiles, without_cublas  # noqa: E402
+from laya.fast_tiles import without_cublas  # noqa: E402
 from laya.questions import check_questions  # noqa: E402
 from laya.sequence import collate  # noqa: E402
 
@@ -289,26 +288,3 @@ def test_cublas_classes_run_torch_gemms_and_match_the_tilelang_only_table(fused,
         for a, b in zip(got, want):
             assert torch.isfinite(a).all()
             assert (a.float() - b.float()).abs().max() <= 0.02 * b.float().abs().max() + 1e-3, lens
-
-
-
-def test_persistent_table_entries_become_one_block_per_sm_with_the_same_bits(fused, monkeypatch):
-    # persistent=True in a GEMM tile builds that class's kernel with workers = the GPU's SM count; each tile's
-    # MMAs run in the same order, so the forward gives the same bits as the one-block-per-tile kernels
-    full = fused._fast
-    plain_table = without_cublas(fast_module.GPU_TILES)
-    entries = {kind: {"7": {**plain_table[kind][7], "persistent": True}} for kind in ("geglu", "down", "wide")}
-    monkeypatch.setattr(fast_module, "GPU_TILES", with_tiles(plain_table, entries))
-    persistent = FastLaya(full.model, max_len=full.max_len, pad_id=full.pad_id, background=False)
-    persistent.build_all()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for factory in (tl_kernels.gemm_geglu_kernel, tl_kernels.gemm_kernel):
-        assert any(dict(key).get("workers") == sms for key in factory._cache), factory.__name__
-    monkeypatch.setattr(fast_module, "GPU_TILES", plain_table)
-    plain = FastLaya(full.model, max_len=full.max_len, pad_id=full.pad_id, background=False)
-    batch = make_batch([250] * 12, 3, seed=12)  # 3,000 token rows: class 7
-    with torch.no_grad():
-        got, want = persistent(*batch), plain(*batch)
-    for a, b in zip(got, want):
-        assert torch.isfinite(a).all()
-        assert torch.equal(a, b)

@@ -52,11 +52,6 @@ def test_with_tiles_replaces_only_the_named_entries_and_checks_them():
         with_tiles(GPU_TILES, {"add_ln": {"2": {"bm": 1, "threads": 128, "prefetch": 8}}})
     with pytest.raises(ValueError, match=r"\['release'\] of 'rope'"):
         with_tiles(GPU_TILES, {"rope": {"2": {"bm": 1, "threads": 128, "release": True}}})
-    with pytest.raises(ValueError, match=r"\['persistent'\] of 'add_ln'"):
-        with_tiles(GPU_TILES, {"add_ln": {"7": {"bm": 1, "threads": 128, "persistent": True}}})
-    with_tiles(GPU_TILES, {"geglu": {"7": {**GPU_TILES["geglu"][7], "persistent": True}}})
-    with pytest.raises(ValueError, match="'down' class 2: persistent tiles take neither splits nor prefetch"):
-        with_tiles(GPU_TILES, {"down": {"2": {**GPU_TILES["down"][2], "persistent": True}}})
     with_tiles(GPU_TILES, {"geglu": {"2": {**GPU_TILES["geglu"][2], "prefetch": 8, "release": True}},
                            "attn_window": {"2": {**GPU_TILES["attn_window"][2], "release": True}}})
 

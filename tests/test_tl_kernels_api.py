@@ -14,7 +14,7 @@ EXPECTED = {
     "gemm_kernel": (
         ["N", "K"],
         dict(bias=False, act="none", bm=64, bn=128, bk=64, stages=3, threads=128, dtype="bfloat16", prefetch=0,
-             release=False, min_blocks=1, workers=0),
+             release=False, min_blocks=1),
     ),
     "gemm_splitk_kernel": (
         ["N", "K", "splits"],
@@ -22,7 +22,7 @@ EXPECTED = {
              min_blocks=1),
     ),
     "gemm_geglu_kernel": (["F", "K"], dict(bm=64, bn=64, bk=64, stages=2, threads=128, dtype="bfloat16", prefetch=0,
-                                            release=False, min_blocks=1, workers=0)),
+                                            release=False, min_blocks=1)),
     "add_ln_kernel": (["D"], dict(residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16",
                                   splits=0, release=False)),
     "add_ln_quant_kernel": (["D"], dict(residual=True, bias=False, eps=1e-5, bm=4, threads=32, dtype="bfloat16",
