@@ -11,6 +11,7 @@ import csv
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,20 +67,42 @@ def _jsonl_values(path: str) -> list[tuple[int, Any]]:
     return values
 
 
+def _open_quote(lines: list[str]) -> str | None:
+    """The last field of `lines` (whole records) when its quoted field is still open at their end, else None."""
+    # a non-strict reader saves an open quoted field at end of data; one more line break would land inside it
+    rows = [r for r in csv.reader(lines) if r]
+    return rows[-1][-1] if rows != [r for r in csv.reader(lines + ["\n"]) if r] else None
+
+
 def csv_records(path: str) -> list[tuple[int, dict]]:
-    """(line number, {column: value}) of every CSV record (the line it ends on); a bad byte or malformed CSV
-    is a ValueError naming its line."""
+    """(line number, {column: value}) of every CSV record (the line it ends on); a bad byte, malformed CSV or
+    a quoted field left open at the end of the file is a ValueError naming its line."""
     records: list[tuple[int, dict]] = []
+    last: list[str] = []  # raw lines of the final record (the header until a record is read)
+    pending: list[str] = []  # raw lines read since the last record
+
+    def lines(f: Any) -> Any:
+        for line in f:
+            pending.append(line)
+            yield line
+
     try:
         with open(path, encoding=ENCODING, newline="") as f:
-            reader = csv.DictReader(f)
+            reader = csv.DictReader(lines(f))
             try:
-                records += [(reader.line_num, row) for row in reader]
+                for row in reader:
+                    records.append((reader.line_num, row))
+                    last, pending[:] = pending[:], []
             except csv.Error as e:
                 line = reader.reader.line_num  # (the DictReader's own count stops at the last good row)
                 raise ValueError(f"{_where(path, line)}: not valid CSV ({e}); fix or remove that row") from None
     except UnicodeDecodeError:
         raise _not_utf8(path) from None
+    field = _open_quote(last + pending)
+    if field is not None:  # its line: the file's last line, less the line breaks the field swallowed
+        line = reader.reader.line_num - len(re.findall(r"\r\n|\r|\n", field)) + field.endswith(("\n", "\r"))
+        raise ValueError(f"{_where(path, line)}: not valid CSV (a quoted field starts on this line and is never "
+                         "closed, so it runs to the end of the file); close the quote")
     return records
 
 
