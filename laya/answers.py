@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from . import confidence
 from .confidence import BUCKET_SIZES, bucket_size
-from .numeric import is_real
+from .numeric import is_real, nesting_guard
 from .questions import QTYPES, QTYPE_NAMES, Question
 
 TEMP_MIN = 0.5
@@ -294,7 +294,8 @@ def positive_int(value: Any, name: str) -> int:
     """`value` as an int when it is an integral number >= 1 (numpy ints too; bools refused), else a ValueError
     naming `name`."""
     if not is_real(value, positive=True, types=(numbers.Integral,)):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        with nesting_guard(name, "pass a positive integer"):  # (the repr of a deep value recurses)
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from .numeric import is_real
+from .numeric import is_real, nesting_guard
 
 __all__ = ["BUCKET_QTYPES", "BUCKET_SIZES", "DEFAULT_BUCKET_KEY", "GATE_ABSTAINED", "GATE_PASSED", "GATE_STATES",
            "GATE_UNEVALUATED", "answer_bucket", "answer_confidence_value", "apply_confidence_gate", "bucket_keys",
@@ -49,6 +49,9 @@ def bucket_size(k: int) -> str:
 
 # ---- validation ---------------------------------------------------------------------------------
 
+_THRESHOLD_FIX = "pass a float in [0.0, 1.0] or a bucket map of them"
+
+
 def _check_threshold(value: Any) -> float:
     if not is_real(value, finite=True) or not 0.0 <= value <= 1.0:
         raise ValueError(f"min_confidence must be a float in [0.0, 1.0], got {value!r}")
@@ -57,13 +60,15 @@ def _check_threshold(value: Any) -> float:
 
 def check_min_confidence_map(m: Any) -> dict[str, float]:
     """A bucket map of thresholds, checked: keys from `bucket_keys()` or "default", values in [0, 1]."""
-    if not isinstance(m, dict) or not m:
-        raise ValueError(f"a min_confidence map must be a non-empty dict of bucket -> float, got {m!r}")
-    out = {}
-    for key, value in m.items():
-        if key != DEFAULT_BUCKET_KEY and key not in _BUCKET_KEYS:
-            raise ValueError(f"min_confidence map keys must be a bucket like 'choice:3-5' or 'default', got {key!r}")
-        out[key] = _check_threshold(value)
+    with nesting_guard("min_confidence", _THRESHOLD_FIX):
+        if not isinstance(m, dict) or not m:
+            raise ValueError(f"a min_confidence map must be a non-empty dict of bucket -> float, got {m!r}")
+        out = {}
+        for key, value in m.items():
+            if key != DEFAULT_BUCKET_KEY and key not in _BUCKET_KEYS:
+                raise ValueError(f"min_confidence map keys must be a bucket like 'choice:3-5' or 'default', "
+                                 f"got {key!r}")
+            out[key] = _check_threshold(value)
     return out
 
 
@@ -72,7 +77,8 @@ def check_min_confidence(v: Any) -> float | dict[str, float]:
     be a finite real number in [0, 1] and not a bool (None is refused too). Returns a float or the map."""
     if isinstance(v, dict):
         return check_min_confidence_map(v)
-    return _check_threshold(v)
+    with nesting_guard("min_confidence", _THRESHOLD_FIX):
+        return _check_threshold(v)
 
 
 # ---- buckets and the compared number -------------------------------------------------------------

@@ -15,6 +15,7 @@ import re
 import unicodedata
 from typing import Any
 
+from .numeric import nesting_guard
 from .presets import email_questions
 
 __all__ = ["clean_email_body", "email_questions", "email_state"]
@@ -194,6 +195,16 @@ def _drop_disclaimers(paragraph: str) -> str:
     return " ".join(piece.strip() for piece in kept if piece.strip())
 
 
+def _budget(max_chars: Any) -> int:
+    """`max_chars` as a slice index: what `text[:max_chars]` takes (ints, bools, numpy ints), else a TypeError."""
+    try:
+        return operator.index(max_chars)
+    except TypeError:
+        with nesting_guard("max_chars", "pass an int such as 3000", TypeError):
+            raise TypeError(f"max_chars must be an integer (a slice budget: text[:max_chars]), got {max_chars!r} "
+                            f"({type(max_chars).__name__}); pass an int such as 3000") from None
+
+
 def clean_email_body(body: Any, max_chars: int = 3000) -> str:
     """The writer's own message from a plain-text email body, at most `max_chars` characters.
 
@@ -214,7 +225,7 @@ def clean_email_body(body: Any, max_chars: int = 3000) -> str:
     """
     if body is None:  # R-EM-1 step 1 comes before any use of the budget (never refused)
         return ""
-    budget = operator.index(max_chars)  # a TypeError for a non-integer budget (the slice would raise it)
+    budget = _budget(max_chars)
     if isinstance(body, bytes):
         body = body.decode("utf-8", errors="replace")
     if not isinstance(body, str):

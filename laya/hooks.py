@@ -94,10 +94,15 @@ def _check_hook(hook: Any) -> None:
             raise TypeError(f"hooks entry {type(hook).__name__}.{event} must be callable, got {type(value).__name__}")
 
 
+def _entries(hooks: HookArg) -> list:
+    """The hooks of a `hooks` argument: one object, or a list/tuple of them."""
+    return [] if hooks is None else list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
+
+
 def normalise_hooks(hooks: HookArg = None, on_predict_start: PredictHookArg = None,
                     on_predict_end: PredictHookArg = None) -> list:
     """One hook, a list/tuple of hooks, and the two callable adapters, as one checked list."""
-    items = [] if hooks is None else list(hooks) if isinstance(hooks, (list, tuple)) else [hooks]
+    items = _entries(hooks)
     for hook in items:
         _check_hook(hook)
     if on_predict_start is not None:
@@ -176,7 +181,10 @@ class HookRegistry:
         self.hooks = [*self.hooks, *normalise_hooks(hook)]
 
     def remove_hook(self, hook: Any) -> None:
-        self.hooks = [h for h in self.hooks if h is not hook and getattr(h, "fn", None) is not hook]
+        """Uninstall what `add_hook(hook)` installed (one hook or a list/tuple); a hook not installed is ignored."""
+        gone = _entries(hook)
+        self.hooks = [h for h in self.hooks
+                      if not any(h is g or (isinstance(h, CallableHook) and h.fn is g) for g in gone)]
 
     @contextlib.contextmanager
     def hooks_installed(self, *hooks: Any) -> Iterator[None]:

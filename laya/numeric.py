@@ -1,12 +1,14 @@
-"""The one "is this a usable number?" predicate the argument and answer checks share (torch- and numpy-free)."""
+"""The one "is this a usable number?" predicate the argument and answer checks share (torch- and numpy-free),
+and `nesting_guard`, their one way of refusing an argument nested past Python's recursion limit."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
-from typing import Any
+from typing import Any, Callable, Iterator
 
-__all__ = ["is_real"]
+__all__ = ["is_real", "nesting_guard"]
 
 
 def is_real(value: Any, *, finite: bool = False, huge_ints: bool = False, positive: bool = False,
@@ -32,3 +34,13 @@ def is_real(value: Any, *, finite: bool = False, huge_ints: bool = False, positi
             except OverflowError:
                 return False
     return not positive or bool(value > 0)
+
+
+@contextlib.contextmanager
+def nesting_guard(name: str, fix: str, error: Callable[[str], Exception] = ValueError) -> Iterator[None]:
+    """Turn a RecursionError raised inside the block (checking or showing `name`, nested past Python's recursion
+    limit) into `error("<name> is nested too deeply (past Python's recursion limit); <fix>")`."""
+    try:
+        yield
+    except RecursionError:
+        raise error(f"{name} is nested too deeply (past Python's recursion limit); {fix}") from None

@@ -12,6 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .numeric import nesting_guard
+
 QTYPES = {"choice": 0, "score": 1, "noul": 2}
 QTYPE_NAMES = {v: k for k, v in QTYPES.items()}
 
@@ -304,6 +306,11 @@ def _option_order(qid: Any, order: Any, k: int) -> tuple[int, ...] | None:
 def check_question(qid: Any, definition: Any) -> Question:
     """Validate one question definition and return its normalised record."""
     _check_qid(qid)
+    with nesting_guard("the definition", "flatten it", lambda text: _fail(qid, text)):
+        return _checked_question(qid, definition)
+
+
+def _checked_question(qid: Any, definition: Any) -> Question:
     if not isinstance(definition, dict):
         raise _fail(qid, f"definition must be a dict, got {type(definition).__name__}")
     qtype = definition.get("type")

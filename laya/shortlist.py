@@ -43,6 +43,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .confidence import check_min_confidence, gate_answer
+from .numeric import nesting_guard
 from .questions import check_question, check_questions, render_state
 
 __all__ = ["predict_tournament", "predict_tournament_batch", "shortlist_choice", "predict_shortlist",
@@ -53,7 +54,8 @@ DEFAULT_GROUP_SIZE = 16
 
 def check_group_size(group_size: Any) -> int:
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
-        raise ValueError(f"group_size must be an integer >= 2 (options asked together per row), got {group_size!r}")
+        with nesting_guard("group_size", "pass an integer >= 2"):  # (the repr of a deep value recurses)
+            raise ValueError(f"group_size must be an integer >= 2 (options asked together per row), got {group_size!r}")
     return group_size
 
 
@@ -244,12 +246,14 @@ def _positive(value: Any, name: str, minimum: int = 1, message: str | None = Non
     """`value` as an int when it is an integer (numpy ones included, bools not) >= `minimum`; else
     ValueError(`message`, or "<name> must be an integer >= <minimum>, got ...")."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(message or f"{name} must be an integer >= {minimum}, got {value!r}")
+        with nesting_guard(name, f"pass an integer >= {minimum}"):  # (the repr of a deep value recurses)
+            raise ValueError(message or f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
 def check_k(k: Any) -> int:
-    return _positive(k, "k", message=f"k must be a positive integer (options kept per choice question), got {k!r}")
+    with nesting_guard("k", "pass a positive integer"):
+        return _positive(k, "k", message=f"k must be a positive integer (options kept per choice question), got {k!r}")
 
 
 def _check_texts(texts: Any, where: str) -> list[str]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .confidence import apply_confidence_gate, check_min_confidence
+from .numeric import nesting_guard
 
 MAX_PROPERTIES = 32
 MAX_OPTIONS = 32
@@ -233,7 +234,13 @@ def plan_from_json_schema(schema: Any) -> SchemaPlan:
         raise SchemaError("", "'properties' must be a non-empty object")
     if len(props) > MAX_PROPERTIES:
         raise SchemaError("", f"{len(props)} properties exceeds MAX_PROPERTIES={MAX_PROPERTIES}")
-    return SchemaPlan(_property_field(schema, name, node) for name, node in props.items())
+    return SchemaPlan(_guarded_field(schema, name, node) for name, node in props.items())
+
+
+def _guarded_field(root: dict, name: str, node: Any) -> SchemaField:
+    path = f"properties.{name}"
+    with nesting_guard("the property", "flatten the schema", lambda text: SchemaError(path, text)):
+        return _property_field(root, name, node)
 
 
 def questions_from_json_schema(schema: Any) -> dict:
@@ -243,9 +250,12 @@ def questions_from_json_schema(schema: Any) -> dict:
 def _pydantic_schema(model: Any) -> dict:
     schema_fn = getattr(model, "model_json_schema", None)
     if not isinstance(model, type) or not callable(schema_fn):
-        raise TypeError(f"expected a pydantic v2 model class, got {model!r}; pass a JSON-schema dict instead")
+        # (the repr of a deeply nested object recurses)
+        with nesting_guard("schema", "pass a JSON-schema dict or a pydantic model class", TypeError):
+            raise TypeError(f"expected a pydantic v2 model class, got {model!r}; pass a JSON-schema dict instead")
     try:
-        return schema_fn()
+        with nesting_guard("the schema", "flatten the model", lambda text: SchemaError("", text)):
+            return schema_fn()
     except AttributeError:  # pydantic's BaseModel itself: only its subclasses have a schema
         raise TypeError(f"expected a subclass of a pydantic model, got {model!r} itself; define your fields in a "
                         "subclass") from None
