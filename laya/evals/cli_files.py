@@ -21,15 +21,16 @@ def _no_duplicates(path: str):
     return hook
 
 
-def read_json_strict(path: str) -> Any:
-    """The JSON document in `path`; `EvalError` when unreadable, invalid or holding a duplicate key."""
+def read_json_strict(path: str, *, duplicate_keys: bool = False) -> Any:
+    """The JSON document in `path`; `EvalError` when unreadable, invalid or (unless `duplicate_keys`, where the
+    last one wins) holding a duplicate key."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise EvalError(f"{path} cannot be read: {e}") from None
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicates(path))
+        return json.loads(text, object_pairs_hook=None if duplicate_keys else _no_duplicates(path))
     except (json.JSONDecodeError, RecursionError) as e:  # (RecursionError: nested too deep)
         raise EvalError(f"{path} is not valid JSON: {e}") from None
 

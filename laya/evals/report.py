@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..numeric import is_real
+from .cli_files import read_json_strict
 from .dataset import EvalError
 from .selective import aurc, brier, ece, selective_accuracy
 
@@ -169,13 +170,7 @@ class EvalReport:
 
     @classmethod
     def load(cls, path: str) -> "EvalReport":
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, UnicodeDecodeError) as e:
-            raise EvalError(f"{path} cannot be read: {e}") from None
-        except (json.JSONDecodeError, RecursionError) as e:  # (RecursionError: nested too deep)
-            raise EvalError(f"{path} is not valid JSON: {e}") from None
+        data = read_json_strict(path, duplicate_keys=True)  # a report's duplicate keys were never refused
         try:
             return cls.from_dict(data)
         except EvalError as e:

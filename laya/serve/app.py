@@ -136,7 +136,9 @@ class Server:
         self.router = router if router is not None else build_router(cfg)
         self.batched = injected.batchable(self.router)
         self.public_repo = PublicRepo()
-        self.served = served_names(cfg, self.router) if self.batched else resident_names(self.router)
+        self.failing_reads: set[str] = set()  # router attributes whose last read raised (logged once per run)
+        self.served = (served_names(cfg, self.router) if self.batched
+                       else resident_names(self.router, self.failing_reads))
         self.custom_only, self.auto_default = False, getattr(self.router, "default", None)
         if self.batched:
             self._check_sources()
@@ -240,7 +242,8 @@ class Server:
                 failing = True
 
     def _unload_if_idle(self, limit: float) -> None:
-        loaded = resident_names(self.router)  # an injected router may offer `loaded` as a method, or no unload
+        # an injected router may offer `loaded` as a method, or no unload
+        loaded = resident_names(self.router, self.failing_reads)
         unload = getattr(self.router, "unload", None)
         if loaded and callable(unload) and self.admitted == 0 and time.monotonic() - self.last_request >= limit:
             log.info("laya serve: idle for %.0f s; unloading %s", limit, ", ".join(map(str, loaded)))
@@ -568,7 +571,7 @@ class Server:
         if not authorized:
             return dict(LIVENESS_ONLY)
         # an env-read app shows resolve_device() (LAYA_DEVICE, else detected); `laya serve` its --device
-        out = health(self.router, None if self.live_env else self.cfg.device)
+        out = health(self.router, None if self.live_env else self.cfg.device, self.failing_reads)
         if self.cfg.idle_unload_seconds > 0:
             out["idle_unload_seconds"] = self.cfg.idle_unload_seconds
             out["idle_seconds"] = round(time.monotonic() - self.last_request, 1)

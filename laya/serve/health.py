@@ -3,15 +3,29 @@ and checkpoint names in place of the server's local paths."""
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 from .limits import LIVENESS_ONLY
 
+log = logging.getLogger("laya.serve")
 
-def _read(router: Any, name: str, default: Any) -> Any:
-    value = getattr(router, name, default)
-    return value() if callable(value) else value
+
+def _read(router: Any, name: str, default: Any, failing: set | None = None) -> Any:
+    """`router.<name>` (an attribute or a method), else `default`; a read that raises is logged and reads as
+    `default`. `failing` holds the names whose last read raised: one traceback per run of failures."""
+    failing = set() if failing is None else failing
+    try:
+        value = getattr(router, name, default)
+        value = value() if callable(value) else value
+    except Exception:  # noqa: BLE001 - an injected router's failing introspection must not take the app down
+        if name not in failing:
+            log.exception("laya serve: reading the router's %r failed; going on without it", name)
+        failing.add(name)
+        return default
+    failing.discard(name)
+    return value
 
 
 def known_names(router: Any) -> list[str]:
@@ -22,9 +36,9 @@ def known_names(router: Any) -> list[str]:
     return list(_read(router, "registered", ()) or ())
 
 
-def resident_names(router: Any) -> list[str]:
-    """The names of the resident checkpoints (`loaded`, an attribute or a method; none when absent)."""
-    return list(_read(router, "loaded", ()) or ())
+def resident_names(router: Any, failing: set | None = None) -> list[str]:
+    """The names of the resident checkpoints (`loaded`, an attribute or a method; none when absent or failing)."""
+    return list(_read(router, "loaded", (), failing) or ())
 
 
 def description(router: Any, name: str) -> str | None:
@@ -55,16 +69,17 @@ def _preferred_device(resolve_device: Any, preference: Any) -> str:
         return raw
 
 
-def health(router: Any, preference: Any = None) -> dict:
+def health(router: Any, preference: Any = None, failing: set | None = None) -> dict:
     """The full payload: loaded names, revisions, the first resident checkpoint's device type (else the
     preference), per-checkpoint devices and CPU fallbacks. Loads nothing and leaves the LRU order alone."""
     from ..mcp.device import agent_device, resolve_device, router_agent
 
-    loaded = resident_names(router)
+    loaded = resident_names(router, failing)
     agents = {name: router_agent(router, name) for name in loaded}
     devices = {name: agent_device(agent) for name, agent in agents.items()}
     first = next(iter(devices.values()), None)
-    return {**LIVENESS_ONLY, "loaded": loaded, "revisions": dict(_read(router, "loaded_revisions", {}) or {}),
+    revisions = dict(_read(router, "loaded_revisions", {}, failing) or {})
+    return {**LIVENESS_ONLY, "loaded": loaded, "revisions": revisions,
             "device": first if devices else _preferred_device(resolve_device, preference),
             "device_is_preference": not devices, "checkpoint_devices": devices,
             "cpu_fallbacks": {name: {"count": int(getattr(agent, "cpu_fallback_count", 0) or 0),
