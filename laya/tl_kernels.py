@@ -507,22 +507,33 @@ def _gemm_kernel(
     half = rope_dh // 2
 
     @T.macro
-    def rotate(C_s, bx, by, Cos, Sin, Pos):
+    def gather(Cos_s, Sin_s, by, Cos, Sin, Pos):
+        # the tile's rows of the tables, read while the kernel ahead finishes
+        for i, d in S.par(bm, half):
+            p = Pos[T.min(by * bm + i, M - 1)]
+            Cos_s[i, d] = Cos[p, d]
+            Sin_s[i, d] = Sin[p, d]
+
+    @T.macro
+    def rotate(C_s, Cos_s, Sin_s, bx):
         # each iteration owns one (d, d + half) pair of one head: no in-place hazard
         for i, e in S.par(bm, bn // 2):
             c = (e // half) * rope_dh + e % half
-            if by * bm + i < M and bx * bn + c < 2 * (N // 3):
-                p = Pos[by * bm + i]
+            if bx * bn + c < 2 * (N // 3):
                 x0 = T.cast(C_s[i, c], ACCUM)
                 x1 = T.cast(C_s[i, c + half], ACCUM)
-                C_s[i, c] = T.cast(x0 * Cos[p, e % half] - x1 * Sin[p, e % half], dtype)
-                C_s[i, c + half] = T.cast(x1 * Cos[p, e % half] + x0 * Sin[p, e % half], dtype)
+                C_s[i, c] = T.cast(x0 * Cos_s[i, e % half] - x1 * Sin_s[i, e % half], dtype)
+                C_s[i, c + half] = T.cast(x1 * Cos_s[i, e % half] + x0 * Sin_s[i, e % half], dtype)
 
     @T.macro
     def body(A, W, Bv, C, tables):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
             occupy()
             prefetch_w(W)
+            if rope_dh:  # (before the PDL wait: no kernel of the forward writes the tables or the positions)
+                Cos_s = S.tile((bm, half), ACCUM)
+                Sin_s = S.tile((bm, half), ACCUM)
+                gather(Cos_s, Sin_s, by, *tables)
             S.chain(release)
             A_s = S.tile((bm, bk), dtype)
             W_s = S.tile((bn, bk), dtype)
@@ -536,7 +547,7 @@ def _gemm_kernel(
                     x = x + T.if_then_else(bx * bn + j < N, Bv[bx * bn + j], T.cast(0, ACCUM))
                 C_s[i, j] = T.cast(_act(x, act), dtype)
             if rope_dh:
-                rotate(C_s, bx, by, *tables)
+                rotate(C_s, Cos_s, Sin_s, bx)
             # Staging through a tile gives coalesced, bounds-checked stores.
             T.copy(C_s, C[by * bm, bx * bn])
 
