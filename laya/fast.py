@@ -206,7 +206,6 @@ class FastLaya:
         self._windows = sorted({layer["window"] for layer in self.layers})
         n = len(M_CLASSES)
         self.sets, self.splits, self.attn_bm = [None] * n, [None] * n, [None] * n
-        self.qkv_rope = [False] * n  # per class: its QKV GEMM applies RoPE itself (gemm_kernel's rope_dh)
         self._class_locks = [threading.Lock() for _ in range(n)]
         self._builder = None
         # Whether a request of a class not built yet may go through built classes in parts (its rows' bits
@@ -285,7 +284,6 @@ class FastLaya:
             for c in todo:
                 self.attn_bm[c] = self._varlen_bm(c, self._windows, requests, kernels)
                 self.splits[c] = {name: splits[(name, cc)] for name, cc in splits if cc == c}
-                self.qkv_rope[c] = ("rope", c) not in requests
                 self.sets[c] = {**{name: kernels[(name, cc)] for name, cc in requests if cc == c},
                                 **self._torch_gemms(c)}  # published last
             self._log(f"classes {todo}: {len({id(k) for k in kernels.values()})} kernels in "
@@ -335,8 +333,6 @@ class FastLaya:
             elif splits[(name, c)]:
                 requests[(name, c)] = (K.gemm_splitk_kernel, (n, k, splits[(name, c)]), dict(bias=bias, **cfg))
             else:
-                if name == "qkv" and dict(K.gemm_kernel.key_of((n, k), cfg)[0])["bn"] % self.dh == 0:
-                    cfg["rope_dh"] = self.dh  # one launch less per layer where a tile holds whole heads
                 requests[(name, c)] = (K.gemm_kernel, (n, k), dict(bias=bias, act=act, **cfg))
 
     def _torch_gemms(self, c: int) -> dict:
@@ -364,9 +360,8 @@ class FastLaya:
                                                                          **self._tiles("add_ln", c)))
             for name, width, glu in (("quant", d, False), ("quant_glu", self.ffn, True)):
                 requests[(name, c)] = (K.quant_rows_kernel, (width,), dict(glu=glu, bm=1, threads=quant_threads(width)))
-        if "rope_dh" not in requests.get(("qkv", c), (None, None, {}))[2]:
-            for name, factory in (("rope", K.rope_kernel), ("rope_at", K.rope_positions_kernel)):
-                requests[(name, c)] = (factory, (self.heads, self.dh), self._tiles("rope", c))
+        for name, factory in (("rope", K.rope_kernel), ("rope_at", K.rope_positions_kernel)):
+            requests[(name, c)] = (factory, (self.heads, self.dh), self._tiles("rope", c))
         for window in windows:
             attn = self._tiles("attn_window" if window else "attn_full", c)
             requests[(("attn", window), c)] = (K.attn_kernel, (None, None, self.heads, self.dh),
@@ -647,14 +642,9 @@ class FastLaya:
             y = self._encoder_fp8(plan, inputs, ks, x, y, attn_out)
         else:
             for layer in self.layers:
-                if self.qkv_rope[c]:
-                    lin = layer["qkv"]
-                    qkv = torch.empty(m, lin.w.shape[0], dtype=self.dtype, device=self.device)
-                    ks["qkv"](y, lin.w, lin.b, qkv, *self.rope[layer["kind"]], positions)
-                    rope = None
-                else:
-                    qkv, rope = gemm("qkv", y, layer["qkv"]), self._rope_of(plan, layer)
-                o = self._attend(plan, inputs, ks, qkv, attn_out, layer["window"], self.heads, self.dh, rope)
+                qkv = gemm("qkv", y, layer["qkv"])
+                o = self._attend(plan, inputs, ks, qkv, attn_out, layer["window"], self.heads, self.dh,
+                                 self._rope_of(plan, layer))
                 y = self._add_ln(ks["ln_o"], x, gemm("o", o, layer["o"]), layer["mlp_norm"])
                 g = torch.empty(m, self.ffn, dtype=self.dtype, device=self.device)
                 ks["up"](y, layer["up"].w, g)

@@ -55,9 +55,8 @@ class PlanSlot:
         self.host_lens, self.host_starts = h[3 * m:3 * m + b], h[3 * m + b:3 * m + 2 * b]
         self.host_blocks = h[3 * m + 2 * b:]
         self.host_blocks.fill(-1)
-        if not plan.packed:  # a dense row r starts at r * L and token t sits at position t % L, whatever the request
+        if not plan.packed:  # a dense row r starts at r * L whatever the request
             self.host_starts[:] = np.arange(b) * plan.length
-            self.host_positions[:] = np.arange(m) % plan.length
         self.graph: Any = None
         self.out: torch.Tensor | None = None  # the graph's head output rows [M, d] fp32
         self.runs = 0  # eager runs so far (before the capture)

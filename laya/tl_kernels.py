@@ -479,7 +479,6 @@ def _gemm_kernel(
     prefetch=0,
     release=False,
     min_blocks=1,
-    rope_dh=0,
     *,
     cpu=False,
 ):
@@ -488,15 +487,10 @@ def _gemm_kernel(
     ``Bv`` (fp32) is always passed and ignored when ``bias=False``.  Pipelined over K.
     ``prefetch``/``release``: ``_weight_prefetch`` blocks and ``_Spec.chain``'s early release;
     ``min_blocks``: resident blocks per SM (``_occupancy``).
-    ``rope_dh > 0``: C is a QKV buffer ``(q|k|v)(head)(rope_dh)`` and its q and k columns get
-    ``rope_kernel``'s rotate-half RoPE, applied to the rounded tile as that kernel applies it to C; kernel
-    args ``(A, W, Bv, C, Cos[L, rope_dh/2], Sin, Pos[M] int32)``, row r at position ``Pos[r]``.
     """
     _check_dtype(dtype, cpu)
     if act not in _ACTS:
         raise ValueError(f"act must be one of {_ACTS}, got {act!r}")
-    if rope_dh and (rope_dh % 2 or bn % rope_dh or N % 3 or (N // 3) % rope_dh):
-        raise ValueError(f"rope_dh={rope_dh} needs an even head size that divides bn={bn} and N/3 (N={N})")
     import tilelang.language as T
 
     S = _Spec(cpu)
@@ -504,36 +498,17 @@ def _gemm_kernel(
     k_loop = _k_loop(bk, stages)
     prefetch_w = _weight_prefetch(N, K, -(-N // bn), prefetch, threads, cpu)
     occupy = _occupancy(min_blocks, threads, cpu)
-    half = rope_dh // 2
 
-    @T.macro
-    def gather(Cos_s, Sin_s, by, Cos, Sin, Pos):
-        # the tile's rows of the tables, read while the kernel ahead finishes
-        for i, d in S.par(bm, half):
-            p = Pos[T.min(by * bm + i, M - 1)]
-            Cos_s[i, d] = Cos[p, d]
-            Sin_s[i, d] = Sin[p, d]
-
-    @T.macro
-    def rotate(C_s, Cos_s, Sin_s, bx):
-        # each iteration owns one (d, d + half) pair of one head: no in-place hazard
-        for i, e in S.par(bm, bn // 2):
-            c = (e // half) * rope_dh + e % half
-            if bx * bn + c < 2 * (N // 3):
-                x0 = T.cast(C_s[i, c], ACCUM)
-                x1 = T.cast(C_s[i, c + half], ACCUM)
-                C_s[i, c] = T.cast(x0 * Cos_s[i, e % half] - x1 * Sin_s[i, e % half], dtype)
-                C_s[i, c + half] = T.cast(x1 * Cos_s[i, e % half] + x0 * Sin_s[i, e % half], dtype)
-
-    @T.macro
-    def body(A, W, Bv, C, tables):
+    @T.prim_func
+    def gemm(
+        A: T.Tensor((M, K), dtype),
+        W: T.Tensor((N, K), dtype),
+        Bv: T.Tensor((N,), "float32"),
+        C: T.Tensor((M, N), dtype),
+    ):
         with T.Kernel(T.ceildiv(N, bn), T.ceildiv(M, bm), threads=threads) as (bx, by):
             occupy()
             prefetch_w(W)
-            if rope_dh:  # (before the PDL wait: no kernel of the forward writes the tables or the positions)
-                Cos_s = S.tile((bm, half), ACCUM)
-                Sin_s = S.tile((bm, half), ACCUM)
-                gather(Cos_s, Sin_s, by, *tables)
             S.chain(release)
             A_s = S.tile((bm, bk), dtype)
             W_s = S.tile((bn, bk), dtype)
@@ -546,36 +521,8 @@ def _gemm_kernel(
                 if bias:
                     x = x + T.if_then_else(bx * bn + j < N, Bv[bx * bn + j], T.cast(0, ACCUM))
                 C_s[i, j] = T.cast(_act(x, act), dtype)
-            if rope_dh:
-                rotate(C_s, Cos_s, Sin_s, bx)
             # Staging through a tile gives coalesced, bounds-checked stores.
             T.copy(C_s, C[by * bm, bx * bn])
-
-    if rope_dh:
-        L = T.dynamic("l")
-
-        @T.prim_func
-        def gemm_rope(
-            A: T.Tensor((M, K), dtype),
-            W: T.Tensor((N, K), dtype),
-            Bv: T.Tensor((N,), "float32"),
-            C: T.Tensor((M, N), dtype),
-            Cos: T.Tensor((L, half), "float32"),
-            Sin: T.Tensor((L, half), "float32"),
-            Pos: T.Tensor((M,), "int32"),
-        ):
-            body(A, W, Bv, C, (Cos, Sin, Pos))
-
-        return gemm_rope
-
-    @T.prim_func
-    def gemm(
-        A: T.Tensor((M, K), dtype),
-        W: T.Tensor((N, K), dtype),
-        Bv: T.Tensor((N,), "float32"),
-        C: T.Tensor((M, N), dtype),
-    ):
-        body(A, W, Bv, C, None)
 
     return gemm
 

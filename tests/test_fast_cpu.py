@@ -318,58 +318,6 @@ def test_rope_positions_cpu_matches_wrapped_rope():
     assert maxerr(shuffled, expected[order]) < TOL_ROPE
 
 
-ROPE_GEMM_K = 40  # (a ragged last bk step)
-
-
-def rope_gemm_inputs():
-    r = gen(9)
-    A, W, b = r(RM, ROPE_GEMM_K), r(3 * RH * RDh, ROPE_GEMM_K, scale=0.2), r(3 * RH * RDh, scale=0.5)
-    positions = torch.randint(0, RL, (RM,), generator=torch.Generator().manual_seed(4), dtype=torch.int32)
-    return A, W, b, positions
-
-
-def ref_gemm_rope(A, W, b, cos, sin, positions):
-    y = ref_gemm(A, W, b, "none")
-    c, s = cos.double()[positions.long()][:, None], sin.double()[positions.long()][:, None]
-    x = y[:, : 2 * RH * RDh].view(RM, 2 * RH, RDh)
-    x0, x1 = x[..., : RDh // 2], x[..., RDh // 2 :]
-    return torch.cat([torch.cat([x0 * c - x1 * s, x1 * c + x0 * s], -1).reshape(RM, -1), y[:, 2 * RH * RDh :]], 1)
-
-
-@pytest.mark.parametrize("bias", [False, True])
-def test_gemm_with_rope_cpu(bias):
-    # the QKV GEMM with RoPE in its epilogue: rows at explicit positions, the v columns untouched
-    A, W, b, positions = rope_gemm_inputs()
-    _, cos, sin = rope_inputs()
-    C = torch.empty(RM, 3 * RH * RDh)
-    K.compile_cpu(K.gemm_kernel, 3 * RH * RDh, ROPE_GEMM_K, bias=bias, rope_dh=RDh)(A, W, b, C, cos, sin, positions)
-    assert maxerr(C, ref_gemm_rope(A, W, b if bias else None, cos, sin, positions)) < TOL
-
-
-def test_gemm_rope_arguments():
-    for kwargs in (dict(rope_dh=48, bn=64), dict(rope_dh=63, bn=126), dict(rope_dh=64, bn=64, N=3 * 64 + 1)):
-        n = kwargs.pop("N", 3 * 2 * 64)
-        with pytest.raises(ValueError, match=f"rope_dh={kwargs['rope_dh']} needs an even head size"):
-            K.gemm_kernel.get_tir(n, 64, cpu=True, dtype="float32", **kwargs)
-
-
-@needs_cuda
-@pytest.mark.parametrize("dt", GPU_DTYPES)
-def test_gemm_with_rope_gives_the_gemm_then_rope_kernels_result(gpu_kernels, dt):
-    # the fused epilogue rotates the rounded tile as rope_positions_kernel rotates the rounded buffer
-    A, W, b, positions = rope_gemm_inputs()
-    _, cos, sin = rope_inputs()
-    Ag, Wg, bg, cg, sg, pg = A.to(dt).cuda(), W.to(dt).cuda(), b.cuda(), cos.cuda(), sin.cuda(), positions.cuda()
-    n, name = 3 * RH * RDh, TL_NAME[dt]
-    want = torch.empty(RM, n, dtype=dt, device="cuda")
-    K.gemm_kernel(n, ROPE_GEMM_K, bias=True, bm=16, bn=64, dtype=name)(Ag, Wg, bg, want)
-    K.rope_positions_kernel(RH, RDh, dtype=name)(want, cg, sg, pg)
-    got = torch.empty(RM, n, dtype=dt, device="cuda")
-    K.gemm_kernel(n, ROPE_GEMM_K, bias=True, bm=16, bn=64, rope_dh=RDh, dtype=name)(Ag, Wg, bg, got, cg, sg, pg)
-    assert (got.float() - want.float()).abs().max().item() <= 2 ** -7 * want.float().abs().max().item()
-    assert torch.equal(got[:, 2 * RH * RDh :], want[:, 2 * RH * RDh :])
-
-
 def test_gpu_factories_reject_fp32():
     with pytest.raises(ValueError, match="dtype"):
         K.attn_kernel(2, 64, 2, 32, dtype="float32")

@@ -14,7 +14,7 @@ EXPECTED = {
     "gemm_kernel": (
         ["N", "K"],
         dict(bias=False, act="none", bm=64, bn=128, bk=64, stages=3, threads=128, dtype="bfloat16", prefetch=0,
-             release=False, min_blocks=1, rope_dh=0),
+             release=False, min_blocks=1),
     ),
     "gemm_splitk_kernel": (
         ["N", "K", "splits"],
