@@ -242,18 +242,21 @@ EmbedFn = Callable[[list], np.ndarray]
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "maxsize", "currsize"])
 
 
-def _positive(value: Any, name: str, minimum: int = 1, message: str | None = None) -> int:
+def _positive(value: Any, name: str, minimum: int = 1) -> int:
     """`value` as an int when it is an integer (numpy ones included, bools not) >= `minimum`; else
-    ValueError(`message`, or "<name> must be an integer >= <minimum>, got ...")."""
+    ValueError("<name> must be an integer >= <minimum>, got ...")."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         with nesting_guard(name, f"pass an integer >= {minimum}"):  # (the repr of a deep value recurses)
-            raise ValueError(message or f"{name} must be an integer >= {minimum}, got {value!r}")
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
 def check_k(k: Any) -> int:
-    with nesting_guard("k", "pass a positive integer"):
-        return _positive(k, "k", message=f"k must be a positive integer (options kept per choice question), got {k!r}")
+    try:
+        return _positive(k, "k")
+    except ValueError:
+        with nesting_guard("k", "pass a positive integer"):  # (the repr of a deep value recurses)
+            raise ValueError(f"k must be a positive integer (options kept per choice question), got {k!r}") from None
 
 
 def _check_texts(texts: Any, where: str) -> list[str]:

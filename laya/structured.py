@@ -254,8 +254,7 @@ def _pydantic_schema(model: Any) -> dict:
         with nesting_guard("schema", "pass a JSON-schema dict or a pydantic model class", TypeError):
             raise TypeError(f"expected a pydantic v2 model class, got {model!r}; pass a JSON-schema dict instead")
     try:
-        with nesting_guard("the schema", "flatten the model", lambda text: SchemaError("", text)):
-            return schema_fn()
+        return schema_fn()
     except AttributeError:  # pydantic's BaseModel itself: only its subclasses have a schema
         raise TypeError(f"expected a subclass of a pydantic model, got {model!r} itself; define your fields in a "
                         "subclass") from None

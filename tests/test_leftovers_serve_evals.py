@@ -72,9 +72,40 @@ def test_a_raising_loaded_neither_stops_startup_nor_health_and_logs_one_tracebac
                 f"laya serve: reading the router's {name!r} failed; going on without it"
                 for name in ("loaded", "loaded_revisions")]
             assert all(r.exc_info for r in failures)  # a traceback each, once per run of failures
+            assert len(failures) == len([r for r in caplog.records if r.levelno >= logging.ERROR])  # nothing else
             router.broken = False  # introspection back: the payload is the router's again
             health = c.get("/health").json()
             assert health["loaded"] == ["fake"] and health["revisions"] == {"fake": "abc"}
+
+
+class FailingListing(FailingRouter):
+    """`agents()` and `describe()` raise while `broken` is set; `loaded` answers."""
+
+    def loaded(self):
+        return ["fake"]
+
+    def agents(self):
+        if self.broken:
+            raise RuntimeError("listing is down")
+        return {}
+
+    def describe(self, name):
+        if self.broken:
+            raise RuntimeError("descriptions are down")
+        return f"the {name} checkpoint"
+
+
+def test_a_raising_agents_or_describe_is_no_500_on_models():
+    pytest.importorskip("fastapi")
+    from laya.serve import create_app
+
+    router = FailingListing()
+    with _client(create_app(router)) as c:
+        listing = c.get("/v1/models")
+        assert listing.status_code == 200
+        assert [(m["id"], m["loaded"], m["description"]) for m in listing.json()["data"]] == [("fake", False, None)]
+        router.broken = False
+        assert c.get("/v1/models").json()["data"][0]["description"] == "the fake checkpoint"
 
 
 # ---- one strict JSON reader ---------------------------------------------------------------------------

@@ -21,8 +21,8 @@ def _no_duplicates(path: str):
     return hook
 
 
-def read_json_strict(path: str, *, duplicate_keys: bool = False) -> Any:
-    """The JSON document in `path`; `EvalError` when unreadable, invalid or (unless `duplicate_keys`, where the
+def read_json_strict(path: str, *, refuse_duplicate_keys: bool = True) -> Any:
+    """The JSON document in `path`; `EvalError` when unreadable, invalid or (with `refuse_duplicate_keys`; else the
     last one wins) holding a duplicate key."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -30,7 +30,7 @@ def read_json_strict(path: str, *, duplicate_keys: bool = False) -> Any:
     except (OSError, UnicodeDecodeError) as e:
         raise EvalError(f"{path} cannot be read: {e}") from None
     try:
-        return json.loads(text, object_pairs_hook=None if duplicate_keys else _no_duplicates(path))
+        return json.loads(text, object_pairs_hook=_no_duplicates(path) if refuse_duplicate_keys else None)
     except (json.JSONDecodeError, RecursionError) as e:  # (RecursionError: nested too deep)
         raise EvalError(f"{path} is not valid JSON: {e}") from None
 

@@ -170,7 +170,7 @@ class EvalReport:
 
     @classmethod
     def load(cls, path: str) -> "EvalReport":
-        data = read_json_strict(path, duplicate_keys=True)  # a report's duplicate keys were never refused
+        data = read_json_strict(path, refuse_duplicate_keys=False)  # a report's duplicate keys were never refused
         try:
             return cls.from_dict(data)
         except EvalError as e:

@@ -38,7 +38,8 @@ from .config import (CPU_BATCH_ROWS, GPU_BATCH_ROWS, MAIN_ONLY, ROUTER_ONLY, Ser
 from .engine import EngineProcess, EngineRouter, engine_wanted
 from .errors import CLIENT_CLOSED, ApiError, fail, library
 from .gc_policy import GC_THRESHOLD, FrozenHeap  # noqa: F401 - GC_THRESHOLD re-exported
-from .health import PublicRepo, description, health, known_names, missing_local_sources, resident_names
+from .health import (PublicRepo, description, health, known_names, missing_local_sources, resident_agents,
+                     resident_names)
 from .jev import project
 from .limits import LIVENESS_ONLY, MAX_CHOICE_OPTIONS, MAX_TOURNAMENT_CHOICE_OPTIONS
 from .metrics import STAGES, Metrics
@@ -214,7 +215,7 @@ class Server:
         """Whether the served checkpoints run on the CPU: the resident ones' devices, else the device setting."""
         from ..mcp.device import agent_device, resolve_device
 
-        agents = self.router.agents() if callable(getattr(self.router, "agents", None)) else {}
+        agents = resident_agents(self.router, self.failing_reads)
         devices = {agent_device(a) for a in agents.values()} - {None}
         if not devices:
             devices = {str(resolve_device(self.cfg.device)).split(":")[0]}
@@ -579,11 +580,13 @@ class Server:
 
     def models(self) -> dict:
         """The checkpoints a request may name: the served ones on a custom-only server, else every known one."""
-        agents = self.router.agents() if callable(getattr(self.router, "agents", None)) else {}
-        names = self.served if self.custom_only or not self.batched else known_names(self.router)
+        failing = self.failing_reads
+        agents = resident_agents(self.router, failing)
+        names = self.served if self.custom_only or not self.batched else known_names(self.router, failing)
         default = self.auto_default if self.custom_only else getattr(self.router, "default", None)
         data = [{"id": name, "object": "model", "loaded": name in agents, "default": name == default,
-                 "backend": getattr(agents.get(name), "backend", None), "description": description(self.router, name),
+                 "backend": getattr(agents.get(name), "backend", None),
+                 "description": description(self.router, name, failing),
                  "batch_invariant": bool(getattr(agents.get(name), "batch_invariant", self.cfg.batch_invariant))}
                 for name in names]
         return {"object": "list", "data": data}

@@ -12,13 +12,13 @@ from .limits import LIVENESS_ONLY
 log = logging.getLogger("laya.serve")
 
 
-def _read(router: Any, name: str, default: Any, failing: set | None = None) -> Any:
-    """`router.<name>` (an attribute or a method), else `default`; a read that raises is logged and reads as
-    `default`. `failing` holds the names whose last read raised: one traceback per run of failures."""
+def _read(router: Any, name: str, default: Any, failing: set | None = None, args: tuple = ()) -> Any:
+    """`router.<name>` (an attribute, or a method called with `args`), else `default`; a read that raises is logged
+    and reads as `default`. `failing` holds the names whose last read raised: one traceback per run of failures."""
     failing = set() if failing is None else failing
     try:
         value = getattr(router, name, default)
-        value = value() if callable(value) else value
+        value = value(*args) if callable(value) else value
     except Exception:  # noqa: BLE001 - an injected router's failing introspection must not take the app down
         if name not in failing:
             log.exception("laya serve: reading the router's %r failed; going on without it", name)
@@ -28,12 +28,12 @@ def _read(router: Any, name: str, default: Any, failing: set | None = None) -> A
     return value
 
 
-def known_names(router: Any) -> list[str]:
+def known_names(router: Any, failing: set | None = None) -> list[str]:
     """Every checkpoint name the router knows (built-ins and registrations), in its order."""
     models = getattr(router, "models", None)
     if isinstance(models, dict):
         return list(models)
-    return list(_read(router, "registered", ()) or ())
+    return list(_read(router, "registered", (), failing) or ())
 
 
 def resident_names(router: Any, failing: set | None = None) -> list[str]:
@@ -41,12 +41,18 @@ def resident_names(router: Any, failing: set | None = None) -> list[str]:
     return list(_read(router, "loaded", (), failing) or ())
 
 
-def description(router: Any, name: str) -> str | None:
+def resident_agents(router: Any, failing: set | None = None) -> dict:
+    """{name: agent} of the resident checkpoints (`agents()`; none when absent or failing)."""
+    agents = getattr(router, "agents", None)
+    return dict(_read(router, "agents", {}, failing) or {}) if callable(agents) else {}
+
+
+def description(router: Any, name: str, failing: set | None = None) -> str | None:
     descriptions = getattr(router, "descriptions", None)
     if isinstance(descriptions, dict):
         return descriptions.get(name)
     describe = getattr(router, "describe", None)
-    return describe(name) if callable(describe) else None
+    return _read(router, "describe", None, failing, (name,)) if callable(describe) else None
 
 
 def _is_auto(value: Any) -> bool:

@@ -238,11 +238,14 @@ def load_gold_jsonl(path: str, smoothing: float = 0.0, skipped: collections.Coun
     """Rows `{"state", "questions": {qid: def}, "gold": {qid: {"probabilities": {...}}}}` (or
     `"expected": {qid: answer}`); questions without gold are skipped.  With a `skipped` counter, rows and
     questions that cannot be used are counted there (`usable_questions`) instead of raising."""
-    examples = []
-    for line_no, row in _jsonl_values(path):
-        pairs = usable_questions(row, smoothing, skipped, _where(path, line_no))
-        examples += [Example(row["state"], q, target) for q, target in pairs]
-    return examples
+    return [example for line_no, row in _jsonl_values(path)
+            for example in gold_examples(row, smoothing, skipped, _where(path, line_no))]
+
+
+def gold_examples(row: Any, smoothing: float = 0.0, skipped: collections.Counter | None = None,
+                  where: str = "row") -> list[Example]:
+    """The examples of one gold row: its `usable_questions`, each with the row's state."""
+    return [Example(row["state"], q, target) for q, target in usable_questions(row, smoothing, skipped, where)]
 
 
 def _missing(value: Any) -> bool:

@@ -37,7 +37,7 @@ def load_checkpoint(model_dir: str) -> tuple:
 def _read_items(data: Any, config: TrainConfig, skipped: collections.Counter | None = None) -> list:
     """The examples of `data` (a path, or Examples and gold rows); rows and questions that cannot be used are
     counted in `skipped`."""
-    from .data import Example, is_text_label, load_examples, usable_questions
+    from .data import Example, gold_examples, is_text_label, load_examples
 
     if not isinstance(data, str):  # rows in memory are classified as a gold file's rows are
         examples = []
@@ -45,8 +45,7 @@ def _read_items(data: Any, config: TrainConfig, skipped: collections.Counter | N
             if isinstance(row, Example):
                 examples.append(row)
                 continue
-            pairs = usable_questions(row, config.label_smoothing, skipped)
-            examples += [Example(row["state"], q, target) for q, target in pairs]
+            examples += gold_examples(row, config.label_smoothing, skipped)
         return examples
     if not is_text_label(data, config.text_column != "text"):
         return load_examples(data, smoothing=config.label_smoothing, skipped=skipped)
