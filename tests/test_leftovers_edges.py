@@ -173,9 +173,10 @@ def test_email_budget_slice_semantics_kept():
         clean_email_body("abc", deep_list())
 
 
-@pytest.mark.parametrize("definition", [{"type": "choice", "instructions": "i", "criteria": [deep_list(), "b"]},
-                                        {"type": "choice", "instructions": "i", "criteria": ["a", "b"], "option_order": deep_list()},
-                                        {"type": deep_list()}])
+@pytest.mark.parametrize("definition", [
+    {"type": "choice", "instructions": "i", "criteria": [deep_list(), "b"]},
+    {"type": "choice", "instructions": "i", "criteria": ["a", "b"], "option_order": deep_list()},
+    {"type": deep_list()}])
 def test_deep_question_definitions(definition):
     with pytest.raises(ValueError, match="^question 'q': the definition is nested too deeply .*; flatten it$"):
         check_questions({"q": definition})
