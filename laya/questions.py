@@ -305,7 +305,8 @@ def _option_order(qid: Any, order: Any, k: int) -> tuple[int, ...] | None:
 
 def check_question(qid: Any, definition: Any) -> Question:
     """Validate one question definition and return its normalised record."""
-    _check_qid(qid)
+    with nesting_guard("question id", "use a string"):
+        _check_qid(qid)
     with nesting_guard("the definition", "flatten it", lambda text: _fail(qid, text)):
         return _checked_question(qid, definition)
 

@@ -279,7 +279,7 @@ def _embeddings(embed_fn: Any, texts: list[str]) -> np.ndarray:
     out = embed_fn(list(texts))
     try:
         arr = np.asarray(out, dtype=np.float64)
-    except (TypeError, ValueError, RuntimeError) as e:
+    except (TypeError, ValueError, RuntimeError, OverflowError) as e:
         raise ValueError(f"embed_fn must return a numeric array [n, d] (numpy, or a CPU tensor); "
                          f"got {type(out).__name__}: {e}") from None
     if arr.ndim != 2 or arr.shape[0] != len(texts) or arr.shape[1] < 1:

@@ -189,3 +189,13 @@ def test_deep_sizes_are_named():
         positive_int(deep_list(), "batch_size")
     with pytest.raises(ValueError, match="^group_size is nested too deeply .*; pass an integer >= 2$"):
         shortlist.check_group_size(deep_list())
+
+
+def test_a_deep_question_id_and_overflowing_embeddings_are_named():
+    x = ()
+    for _ in range(5000):
+        x = (x,)
+    with pytest.raises(ValueError, match="^question id is nested too deeply .*; use a string$"):
+        check_questions({x: {"type": "noul", "instructions": "x"}})
+    with pytest.raises(ValueError, match="^embed_fn must return a numeric array"):
+        shortlist.shortlist_choice("s", ["a", "b"], lambda t: [[10 ** 400, 1.0]] * len(t), k=1)

@@ -108,6 +108,33 @@ def test_a_raising_agents_or_describe_is_no_500_on_models():
         assert c.get("/v1/models").json()["data"][0]["description"] == "the fake checkpoint"
 
 
+class OddListings:
+    """Introspection of the wrong shape: a non-mapping `agents()`, raising properties, junk revisions."""
+
+    loaded = ("fake",)
+    loaded_revisions = property(lambda self: {"fake": object()})
+    describe = property(lambda self: 1 / 0)
+
+    def agents(self):
+        return ["laya-en"]
+
+    def predict(self, state, questions, **kwargs):
+        return FailingRouter().predict(state, questions)
+
+
+def test_introspection_of_the_wrong_shape_is_no_500():
+    pytest.importorskip("fastapi")
+    from laya.serve import create_app
+
+    with _client(create_app(OddListings())) as c:
+        health = c.get("/health")
+        assert health.status_code == 200 and health.json()["loaded"] == ["fake"]
+        assert isinstance(health.json()["revisions"]["fake"], str)
+        listing = c.get("/v1/models")
+        assert listing.status_code == 200
+        assert [(m["id"], m["loaded"], m["description"]) for m in listing.json()["data"]] == [("fake", False, None)]
+
+
 # ---- one strict JSON reader ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, why", [("{nope", "is not valid JSON: "), ("[" * 100000, "is not valid JSON: "),

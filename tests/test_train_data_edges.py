@@ -79,3 +79,14 @@ def test_dry_run_of_nones_counts_bad_rows_and_examples_pass_as_they_are():
                                                           "expected": {"u": False}}]
     out = T.dry_run(mixed, NO_MODEL, T.TrainConfig(calib_frac=0.0))
     assert (out["rows_read"], out["valid_items"], out["skipped"]) == (3, 2, {"bad_row": 1})
+
+
+def test_an_open_quote_as_long_as_the_field_limit_is_named(tmp_path):
+    import csv
+
+    from laya.train.data import csv_records
+
+    path = tmp_path / "long.csv"
+    path.write_text('text,label\n"' + "x" * csv.field_size_limit(), encoding="utf-8", newline="")
+    with pytest.raises(ValueError, match=r"long\.csv:2: not valid CSV \(a quoted field starts on this line"):
+        csv_records(str(path))

@@ -12,20 +12,37 @@ from .limits import LIVENESS_ONLY
 log = logging.getLogger("laya.serve")
 
 
-def _read(router: Any, name: str, default: Any, failing: set | None = None, args: tuple = ()) -> Any:
-    """`router.<name>` (an attribute, or a method called with `args`), else `default`; a read that raises is logged
-    and reads as `default`. `failing` holds the names whose last read raised: one traceback per run of failures."""
+def _read(router: Any, name: str, shape: Any, failing: set | None = None, args: tuple = ()) -> Any:
+    """`shape(router.<name>)` (an attribute, or a method called with `args`), else `shape(None)`; a read or shape
+    that raises is logged and reads as `shape(None)`. `failing` holds the names whose last read raised: one
+    traceback per run of failures."""
     failing = set() if failing is None else failing
     try:
-        value = getattr(router, name, default)
-        value = value(*args) if callable(value) else value
+        value = getattr(router, name, None)
+        value = shape(value(*args) if callable(value) else value)
     except Exception:  # noqa: BLE001 - an injected router's failing introspection must not take the app down
         if name not in failing:
             log.exception("laya serve: reading the router's %r failed; going on without it", name)
         failing.add(name)
-        return default
+        return shape(None)
     failing.discard(name)
     return value
+
+
+def _names(value: Any) -> list[str]:
+    return [str(name) for name in value or ()]
+
+
+def _mapping(value: Any) -> dict:
+    return dict(value or {})
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _texts(value: Any) -> dict:
+    return {str(key): _text(text) for key, text in dict(value or {}).items()}
 
 
 def known_names(router: Any, failing: set | None = None) -> list[str]:
@@ -33,26 +50,24 @@ def known_names(router: Any, failing: set | None = None) -> list[str]:
     models = getattr(router, "models", None)
     if isinstance(models, dict):
         return list(models)
-    return list(_read(router, "registered", (), failing) or ())
+    return _read(router, "registered", _names, failing)
 
 
 def resident_names(router: Any, failing: set | None = None) -> list[str]:
     """The names of the resident checkpoints (`loaded`, an attribute or a method; none when absent or failing)."""
-    return list(_read(router, "loaded", (), failing) or ())
+    return _read(router, "loaded", _names, failing)
 
 
 def resident_agents(router: Any, failing: set | None = None) -> dict:
     """{name: agent} of the resident checkpoints (`agents()`; none when absent or failing)."""
-    agents = getattr(router, "agents", None)
-    return dict(_read(router, "agents", {}, failing) or {}) if callable(agents) else {}
+    return _read(router, "agents", _mapping, failing)
 
 
 def description(router: Any, name: str, failing: set | None = None) -> str | None:
     descriptions = getattr(router, "descriptions", None)
     if isinstance(descriptions, dict):
         return descriptions.get(name)
-    describe = getattr(router, "describe", None)
-    return _read(router, "describe", None, failing, (name,)) if callable(describe) else None
+    return _read(router, "describe", _text, failing, (name,))
 
 
 def _is_auto(value: Any) -> bool:
@@ -84,7 +99,7 @@ def health(router: Any, preference: Any = None, failing: set | None = None) -> d
     agents = {name: router_agent(router, name) for name in loaded}
     devices = {name: agent_device(agent) for name, agent in agents.items()}
     first = next(iter(devices.values()), None)
-    revisions = dict(_read(router, "loaded_revisions", {}, failing) or {})
+    revisions = _read(router, "loaded_revisions", _texts, failing)
     return {**LIVENESS_ONLY, "loaded": loaded, "revisions": revisions,
             "device": first if devices else _preferred_device(resolve_device, preference),
             "device_is_preference": not devices, "checkpoint_devices": devices,

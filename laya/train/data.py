@@ -71,7 +71,11 @@ def _open_quote(lines: list[str]) -> str | None:
     """The last field of `lines` (whole records) when its quoted field is still open at their end, else None."""
     # a non-strict reader saves an open quoted field at end of data; one more line break would land inside it
     rows = [r for r in csv.reader(lines) if r]
-    return rows[-1][-1] if rows != [r for r in csv.reader(lines + ["\n"]) if r] else None
+    try:
+        longer = [r for r in csv.reader(lines + ["\n"]) if r]
+    except csv.Error:  # the line break pushed the open field past csv.field_size_limit()
+        return rows[-1][-1]
+    return rows[-1][-1] if rows != longer else None
 
 
 def csv_records(path: str) -> list[tuple[int, dict]]:
