@@ -90,3 +90,13 @@ def test_an_open_quote_as_long_as_the_field_limit_is_named(tmp_path):
     path.write_text('text,label\n"' + "x" * csv.field_size_limit(), encoding="utf-8", newline="")
     with pytest.raises(ValueError, match=r"long\.csv:2: not valid CSV \(a quoted field starts on this line"):
         csv_records(str(path))
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])
+def test_a_bad_byte_is_named_by_its_line_whatever_the_line_ends(tmp_path, end):
+    from laya.train.data import csv_records
+
+    path = tmp_path / "bad.csv"
+    path.write_bytes(end.join(["text,label", "hi,yes", "ok,\xff"]).encode("latin-1") + end.encode())
+    with pytest.raises(ValueError, match=r"bad\.csv:3: byte 0xff is not valid UTF-8"):
+        csv_records(str(path))

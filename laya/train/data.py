@@ -44,7 +44,7 @@ def _not_utf8(path: str) -> ValueError:
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        line = raw.count(b"\n", 0, e.start) + 1
+        line = len(re.findall(rb"\r\n|\r|\n", raw[:e.start])) + 1  # (every line end Python's text reading knows)
         return ValueError(f"{_where(path, line)}: byte 0x{raw[e.start]:02x} is not valid UTF-8; save the file as UTF-8")
     return ValueError(f"{path} is not valid UTF-8; save the file as UTF-8")
 
