@@ -238,7 +238,8 @@ def plan_from_json_schema(schema: Any) -> SchemaPlan:
 
 
 def _guarded_field(root: dict, name: str, node: Any) -> SchemaField:
-    path = f"properties.{name}"
+    with nesting_guard("a property name", "use string names", lambda text: SchemaError("", text)):
+        path = f"properties.{name}"
     with nesting_guard("the property", "flatten the schema", lambda text: SchemaError(path, text)):
         return _property_field(root, name, node)
 

@@ -199,3 +199,11 @@ def test_a_deep_question_id_and_overflowing_embeddings_are_named():
         check_questions({x: {"type": "noul", "instructions": "x"}})
     with pytest.raises(ValueError, match="^embed_fn must return a numeric array"):
         shortlist.shortlist_choice("s", ["a", "b"], lambda t: [[10 ** 400, 1.0]] * len(t), k=1)
+
+
+def test_a_deep_property_name_is_a_schema_error():
+    x = ()
+    for _ in range(5000):
+        x = (x,)
+    with pytest.raises(SchemaError, match="^a property name is nested too deeply .*; use string names$"):
+        structured.plan_from_json_schema({"type": "object", "properties": {x: {"type": "boolean"}}})
