@@ -247,9 +247,10 @@ def load_gold_jsonl(path: str, smoothing: float = 0.0, skipped: collections.Coun
 
 
 def gold_examples(row: Any, smoothing: float = 0.0, skipped: collections.Counter | None = None,
-                  where: str = "row") -> list[Example]:
+                  where: str = "row", checked: dict | None = None) -> list[Example]:
     """The examples of one gold row: its `usable_questions`, each with the row's state."""
-    return [Example(row["state"], q, target) for q, target in usable_questions(row, smoothing, skipped, where)]
+    pairs = usable_questions(row, smoothing, skipped, where, checked)
+    return [Example(row["state"], q, target) for q, target in pairs]
 
 
 def _missing(value: Any) -> bool:
@@ -316,8 +317,7 @@ def load_text_label(path: str, text_column: str = "text", label_column: str = "l
     for line, row in rows:
         if "state" not in row and skipped is None:
             raise ValueError(f"{_where(path, line)}: column {text_column!r} is null; give the row a text or remove it")
-        pairs = usable_questions(row, smoothing, skipped, _where(path, line), checked)
-        examples += [Example(row["state"], q, target) for q, target in pairs]
+        examples += gold_examples(row, smoothing, skipped, _where(path, line), checked)
     return examples
 
 
