@@ -242,21 +242,25 @@ EmbedFn = Callable[[list], np.ndarray]
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "maxsize", "currsize"])
 
 
+def _int_at_least(value: Any, minimum: int) -> bool:
+    """An integer (numpy ones included, bools not) >= `minimum`."""
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and value >= minimum
+
+
 def _positive(value: Any, name: str, minimum: int = 1) -> int:
-    """`value` as an int when it is an integer (numpy ones included, bools not) >= `minimum`; else
-    ValueError("<name> must be an integer >= <minimum>, got ...")."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+    """`value` as an int when `_int_at_least(value, minimum)`; else ValueError("<name> must be an integer >=
+    <minimum>, got ...")."""
+    if not _int_at_least(value, minimum):
         with nesting_guard(name, f"pass an integer >= {minimum}"):  # (the repr of a deep value recurses)
             raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
 def check_k(k: Any) -> int:
-    try:
-        return _positive(k, "k")
-    except ValueError:
+    if not _int_at_least(k, 1):
         with nesting_guard("k", "pass a positive integer"):  # (the repr of a deep value recurses)
-            raise ValueError(f"k must be a positive integer (options kept per choice question), got {k!r}") from None
+            raise ValueError(f"k must be a positive integer (options kept per choice question), got {k!r}")
+    return int(k)
 
 
 def _check_texts(texts: Any, where: str) -> list[str]:
