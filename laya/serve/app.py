@@ -38,8 +38,8 @@ from .config import (CPU_BATCH_ROWS, GPU_BATCH_ROWS, MAIN_ONLY, ROUTER_ONLY, Ser
 from .engine import EngineProcess, EngineRouter, engine_wanted
 from .errors import CLIENT_CLOSED, ApiError, fail, library
 from .gc_policy import GC_THRESHOLD, FrozenHeap  # noqa: F401 - GC_THRESHOLD re-exported
-from .health import (PublicRepo, description, health, known_names, missing_local_sources, resident_agents,
-                     resident_names)
+from .health import (PublicRepo, description, health, known_names, missing_local_sources, report_failure,
+                     resident_agents, resident_names)
 from .jev import project
 from .limits import LIVENESS_ONLY, MAX_CHOICE_OPTIONS, MAX_TOURNAMENT_CHOICE_OPTIONS
 from .metrics import STAGES, Metrics
@@ -47,6 +47,7 @@ from .schema import Decision, Limits, parse_batch, parse_single
 
 log = logging.getLogger("laya.serve")
 SINGLE, BATCH = "/v1/systemone", "/v1/systemone/batch"
+IDLE_UNLOADING = "idle unloading"  # its key in Server.failing (no router attribute has that name)
 INLINE_ROUTE_CHARS = 4096  # states up to this many characters are routed on the event loop (language detection
 # on 4k characters takes well under a millisecond; longer ones go to a thread so they never block the loop)
 _timeout = getattr(asyncio, "timeout", None)  # Python 3.11+: a deadline without wrapping the read in a new task
@@ -137,9 +138,9 @@ class Server:
         self.router = router if router is not None else build_router(cfg)
         self.batched = injected.batchable(self.router)
         self.public_repo = PublicRepo()
-        self.failing_reads: set[str] = set()  # router attributes whose last read raised (logged once per run)
+        self.failing: set[str] = set()  # router reads and idle unloading failing now (`report_failure`)
         self.served = (served_names(cfg, self.router) if self.batched
-                       else resident_names(self.router, self.failing_reads))
+                       else resident_names(self.router, self.failing))
         self.custom_only, self.auto_default = False, getattr(self.router, "default", None)
         if self.batched:
             self._check_sources()
@@ -215,7 +216,7 @@ class Server:
         """Whether the served checkpoints run on the CPU: the resident ones' devices, else the device setting."""
         from ..mcp.device import agent_device, resolve_device
 
-        agents = resident_agents(self.router, self.failing_reads)
+        agents = resident_agents(self.router, self.failing)
         devices = {agent_device(a) for a in agents.values()} - {None}
         if not devices:
             devices = {str(resolve_device(self.cfg.device)).split(":")[0]}
@@ -231,20 +232,18 @@ class Server:
         self.heap.settle(self.router.loaded)
 
     async def unload_when_idle(self) -> None:
-        limit, failing = self.cfg.idle_unload_seconds, False
+        limit = self.cfg.idle_unload_seconds
         while True:
             await asyncio.sleep(min(5.0, max(limit, 0.1)))  # (a tiny limit must not spin the event loop)
             try:
                 self._unload_if_idle(limit)
-                failing = False
+                self.failing.discard(IDLE_UNLOADING)
             except Exception:  # noqa: BLE001 - an injected router's failure must not end idle unloading for good
-                if not failing:  # one traceback per run of failures, not one per check
-                    log.exception("laya serve: idle unloading failed; trying again later")
-                failing = True
+                report_failure(self.failing, IDLE_UNLOADING, "laya serve: idle unloading failed; trying again later")
 
     def _unload_if_idle(self, limit: float) -> None:
         # an injected router may offer `loaded` as a method, or no unload
-        loaded = resident_names(self.router, self.failing_reads)
+        loaded = resident_names(self.router, self.failing)
         unload = getattr(self.router, "unload", None)
         if loaded and callable(unload) and self.admitted == 0 and time.monotonic() - self.last_request >= limit:
             log.info("laya serve: idle for %.0f s; unloading %s", limit, ", ".join(map(str, loaded)))
@@ -572,7 +571,7 @@ class Server:
         if not authorized:
             return dict(LIVENESS_ONLY)
         # an env-read app shows resolve_device() (LAYA_DEVICE, else detected); `laya serve` its --device
-        out = health(self.router, None if self.live_env else self.cfg.device, self.failing_reads)
+        out = health(self.router, None if self.live_env else self.cfg.device, self.failing)
         if self.cfg.idle_unload_seconds > 0:
             out["idle_unload_seconds"] = self.cfg.idle_unload_seconds
             out["idle_seconds"] = round(time.monotonic() - self.last_request, 1)
@@ -580,7 +579,7 @@ class Server:
 
     def models(self) -> dict:
         """The checkpoints a request may name: the served ones on a custom-only server, else every known one."""
-        failing = self.failing_reads
+        failing = self.failing
         agents = resident_agents(self.router, failing)
         names = self.served if self.custom_only or not self.batched else known_names(self.router, failing)
         default = self.auto_default if self.custom_only else getattr(self.router, "default", None)

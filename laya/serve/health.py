@@ -12,18 +12,23 @@ from .limits import LIVENESS_ONLY
 log = logging.getLogger("laya.serve")
 
 
+def report_failure(failing: set, key: str, message: str) -> None:
+    """Log `message` with the exception being handled, once per run of failures of `key`: `failing` holds the
+    keys failing now (the caller discards a key when it succeeds again)."""
+    if key not in failing:
+        log.exception(message)
+    failing.add(key)
+
+
 def _read(router: Any, name: str, shape: Any, failing: set | None = None, args: tuple = ()) -> Any:
     """`shape(router.<name>)` (an attribute, or a method called with `args`), else `shape(None)`; a read or shape
-    that raises is logged and reads as `shape(None)`. `failing` holds the names whose last read raised: one
-    traceback per run of failures."""
+    that raises is logged (`report_failure`) and reads as `shape(None)`."""
     failing = set() if failing is None else failing
     try:
         value = getattr(router, name, None)
         value = shape(value(*args) if callable(value) else value)
     except Exception:  # noqa: BLE001 - an injected router's failing introspection must not take the app down
-        if name not in failing:
-            log.exception("laya serve: reading the router's %r failed; going on without it", name)
-        failing.add(name)
+        report_failure(failing, name, f"laya serve: reading the router's {name!r} failed; going on without it")
         return shape(None)
     failing.discard(name)
     return value
