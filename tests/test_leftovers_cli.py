@@ -185,3 +185,13 @@ def test_compare_names_a_slice_row_that_is_not_an_object(tmp_path, capsys):
     assert "an eval report must be an object with" in capsys.readouterr().err
     bad.write_text(json.dumps({"overall": {}, "config": 0}))  # a falsy part of the wrong type is refused too
     assert evals_main(["compare", str(ok), "--baseline", str(bad)]) == 2
+
+
+@pytest.mark.parametrize("argv", [["run", "data.jsonl", "--batch-size", "0"],
+                                  ["run", "--model", "m", "--data", "data.jsonl", "--batch-size", "x"]])
+def test_evals_positive_int_flags_name_the_flag(argv, capsys):
+    # both `run` forms (published and checkpoint) share one parser, whose error names the flag
+    with pytest.raises(SystemExit) as e:
+        evals_main(argv)
+    assert e.value.code == 2
+    assert f"--batch-size must be a positive integer, got {argv[-1]!r}" in capsys.readouterr().err

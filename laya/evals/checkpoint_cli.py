@@ -51,7 +51,7 @@ import platform
 import sys
 from typing import Any
 
-from .cli_files import check_output_path
+from .cli_files import check_output_path, positive_int_arg
 from .dataset import EvalError
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE = 0, 1, 2
@@ -75,19 +75,6 @@ def _fraction(what: str):
     return parse
 
 
-def _positive_int(what: str):
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{what} must be a positive integer, got {value!r}") from None
-        if n < 1:
-            raise argparse.ArgumentTypeError(f"{what} must be a positive integer, got {value!r}")
-        return n
-    parse.__name__ = what
-    return parse
-
-
 def _add_data(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data")
     g.add_argument("--data", required=False, metavar="FILE", help="gold JSONL, or text+label CSV/JSONL")
@@ -96,9 +83,9 @@ def _add_data(p: argparse.ArgumentParser) -> None:
     g.add_argument("--question-id", default="label", help="text+label data: the question id (default: label)")
     g.add_argument("--instructions", default="Which label fits the text?",
                    help="text+label data: the question's instructions")
-    g.add_argument("--limit", type=_positive_int("--limit"), default=None, metavar="N",
+    g.add_argument("--limit", type=positive_int_arg("--limit"), default=None, metavar="N",
                    help="evaluate the first N items only")
-    g.add_argument("--bins", type=_positive_int("--bins"), default=15, help="ECE bins (default: 15)")
+    g.add_argument("--bins", type=positive_int_arg("--bins"), default=15, help="ECE bins (default: 15)")
 
 
 def _add_runtime(p: argparse.ArgumentParser, multi: bool = False) -> None:
@@ -114,7 +101,7 @@ def _add_runtime(p: argparse.ArgumentParser, multi: bool = False) -> None:
     g.add_argument("--revision", default=None, help="Hub revision (commit sha, branch or 'reviewed')")
     g.add_argument("--calibration", metavar="FILE", default=None, help="calibration JSON (save_calibration) to apply")
     g.add_argument("--device", default="cpu", help="cpu (default), cuda, cuda:N, mps, auto")
-    g.add_argument("--batch-size", type=_positive_int("--batch-size"), default=32,
+    g.add_argument("--batch-size", type=positive_int_arg("--batch-size"), default=32,
                    help="states per forward (default: 32)")
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .cli_files import positive_int_arg
 from .dataset import EvalError
 
 DIMENSIONS = ("language", "model", "qid", "tag")
@@ -43,16 +44,6 @@ def _float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
 
 
@@ -74,7 +65,7 @@ def _add_run(sub) -> None:
     p.add_argument("--onnx", metavar="PATH", default=None, help="answer with an ONNX agent on this graph")
     p.add_argument("--calibration", metavar="PATH", default=None, help="calibration JSON for --onnx")
     p.add_argument("--revision", action="append", metavar="SHA|NAME=SHA", help="Hub revision (repeatable)")
-    p.add_argument("--batch-size", type=_positive, default=None)
+    p.add_argument("--batch-size", type=positive_int_arg("--batch-size"), default=None)
     p.add_argument("--sort-by-length", action="store_true")
     p.add_argument("--min-confidence", type=_min_confidence, default=None, metavar="P")
     p.add_argument("--on-error", choices=("fail", "skip"), default="fail")

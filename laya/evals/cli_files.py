@@ -1,7 +1,8 @@
-"""Reading the JSON files `laya-evals` is given: duplicate keys refused, errors as `EvalError`."""
+"""Reading the JSON files and flag values `laya-evals` is given: duplicate keys refused, errors as `EvalError`."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -62,3 +63,17 @@ def check_output_path(path: str | None, flag: str) -> None:
         raise EvalError(f"{flag} {path}: the folder {folder} does not exist; create it or write elsewhere")
     if os.path.isdir(path):
         raise EvalError(f"{flag} {path} is a folder; give a file path")
+
+
+def positive_int_arg(what: str):
+    """An argparse `type` for a flag that takes a positive integer; `what` names the flag in the error."""
+    def parse(value: str) -> int:
+        try:
+            n = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a positive integer, got {value!r}") from None
+        if n < 1:
+            raise argparse.ArgumentTypeError(f"{what} must be a positive integer, got {value!r}")
+        return n
+    parse.__name__ = what
+    return parse
