@@ -14,7 +14,7 @@ import math
 import numbers
 import os
 import random
-import tempfile
+import uuid
 import warnings
 from typing import Any, Iterable, Sequence
 
@@ -442,12 +442,13 @@ def read_calibration_json(path: str) -> Any:
 
 
 def write_calibration(path: str, payload: dict) -> None:
-    """Write the payload as the calibration JSON, atomically: a reader never sees half a file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    """Write the payload as JSON, atomically: a reader never sees half a file. The file gets the umask's
+    permissions, as a plain open() would give it (mkstemp's 0600 would hide a shared checkpoint's calibration)."""
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w", encoding="utf-8") as f:
             json.dump(payload, f, ensure_ascii=False, indent=2)
         os.replace(tmp, path)
     except BaseException:

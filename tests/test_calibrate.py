@@ -70,3 +70,20 @@ def test_binning_and_abstention():
     assert (~correct[kept]).mean() <= 0.1 + 1e-9
     assert list(thresholds) == ["choice:3-5"]  # compat-0.4.15 R-CAL-5: no "default" key
     assert fit_abstention_thresholds(records[:5], [1.0] * 3, {}) == {}  # below min_bucket_n
+
+
+def test_write_calibration_gives_the_file_the_umask_permissions(tmp_path):
+    # a saved calibration must be as readable as any file the user writes (mkstemp made it 0600)
+    import os
+
+    from laya.calibrate import write_calibration
+
+    old = os.umask(0o022)
+    try:
+        write_calibration(str(tmp_path / "sub" / "calibration.json"), {"a": 1})
+    finally:
+        os.umask(old)
+    path = tmp_path / "sub" / "calibration.json"
+    assert oct(path.stat().st_mode & 0o777) == oct(0o644)
+    assert path.read_text(encoding="utf-8") == '{\n  "a": 1\n}'
+    assert os.listdir(tmp_path / "sub") == ["calibration.json"]

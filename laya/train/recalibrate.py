@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from typing import Sequence
 
 import torch
 
+from ..calibrate import write_calibration
 from .config import TrainConfig
 from .data import Example, load_examples
 from . import loop
@@ -63,8 +63,5 @@ def recalibrate(ckpt_dir: str, calib: str | Sequence[Example], config: TrainConf
         tmp = weights + ".tmp"
         save_file(tensors, tmp, metadata=metadata)
         os.replace(tmp, weights)
-    fd, tmp = tempfile.mkstemp(dir=ckpt_dir, suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(raw, f, indent=2, ensure_ascii=False)
-    os.replace(tmp, config_path)
+    write_calibration(config_path, raw)  # the checkpoint's config carries its calibration
     return record
