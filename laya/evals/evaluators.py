@@ -13,8 +13,16 @@ def _number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
+ANSWER_KEYS = ("choice", "noul", "score")  # the value key of each answer type
+
+
 def _answer_type(answer: Any) -> str | None:
-    return answer.get("type") if isinstance(answer, dict) else None
+    """The answer's `type`, else the type its value key names (a stub runner's answer may carry no type)."""
+    if not isinstance(answer, dict):
+        return None
+    if "type" in answer:
+        return answer["type"]
+    return next((key for key in ANSWER_KEYS if key in answer), None)
 
 
 def answer_confidence(answer: Any) -> float | None:

@@ -11,6 +11,9 @@ from .validate import ToolError
 
 DEFAULT_MCP_MODELS = ("english", "multilingual")
 TRUE_WORDS = ("1", "true", "yes", "on")
+# the LAYA_* variables the MCP router reads: a serve-only one (LAYA_PORT, LAYA_LOG_LEVEL, ...) never stops it
+ROUTER_ENV = ("LAYA_THREADS", "LAYA_DEVICE", "LAYA_EXTRA_MODELS", "LAYA_MAX_LOADED", "LAYA_DEFAULT_MODEL",
+              "LAYA_AUTO_TASK", "LAYA_BACKEND", "LAYA_MODELS")
 
 _LOCK = threading.Lock()
 _SHARED: dict[str, Any] = {}
@@ -28,11 +31,18 @@ def preload_wanted(env: dict) -> bool:
     return raw in TRUE_WORDS if raw else True
 
 
+def _settings(env: dict) -> Any:
+    from dataclasses import replace
+
+    from ..serve.config import ServeConfig, env_changes
+
+    return replace(ServeConfig(), **env_changes(env, ROUTER_ENV))
+
+
 def _local_router(env: dict) -> Any:
     from ..router import Router
-    from ..serve.config import from_env
 
-    cfg = from_env(env)
+    cfg = _settings(env)
     if cfg.threads:
         import torch
 
@@ -58,10 +68,9 @@ def build_router(env: dict | None = None) -> Any:
     base_url = _base_url(env)
     if base_url is None:
         return _local_router(env)
-    from ..serve.config import from_env
     from .remote import RemoteRouter
 
-    cfg = from_env(env)
+    cfg = _settings(env)
     raw = (env.get("LAYA_REMOTE_TIMEOUT") or "").strip()
     timeout = None
     if raw and env is not os.environ:  # RemoteRouter reads os.environ itself
