@@ -14,7 +14,6 @@ import math
 import numbers
 import os
 import random
-import uuid
 import warnings
 from typing import Any, Iterable, Sequence
 
@@ -23,6 +22,7 @@ import numpy as np
 from .answers import (TEMP_MAX, TEMP_MIN, apply_binning_map, clamp_temperature, softmax, temp_bucket,  # noqa: F401 (re-exported)
                       temperature_rejected)
 from .answers import check_flag
+from .atomic_file import write_json_atomic
 from .numeric import is_real
 from .questions import QTYPE_NAMES
 
@@ -442,19 +442,8 @@ def read_calibration_json(path: str) -> Any:
 
 
 def write_calibration(path: str, payload: dict) -> None:
-    """Write the payload as JSON, atomically: a reader never sees half a file. The file gets the umask's
-    permissions, as a plain open() would give it (mkstemp's 0600 would hide a shared checkpoint's calibration)."""
-    path = os.path.abspath(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w", encoding="utf-8") as f:
-            json.dump(payload, f, ensure_ascii=False, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write the payload as the calibration JSON, atomically (laya.atomic_file)."""
+    write_json_atomic(path, payload, ensure_ascii=False, indent=2)
 
 
 def calibration_payload_for(obj: Any) -> dict:

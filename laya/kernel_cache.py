@@ -31,6 +31,8 @@ import uuid
 import warnings
 from typing import Any
 
+from .atomic_file import write_json_atomic
+
 ENV = "LAYA_KERNEL_CACHE"
 FORMAT = 1  # bump when the entry layout changes: older entries then live in another namespace
 _OFF = ("off", "0", "false", "no", "none")
@@ -215,15 +217,8 @@ class KernelStore:
         path = self.entry_path(key, target, compile_flags)
         prim_json = tvm.ir.save_json(prim)
         entry = {"key": key, "request": describe, "prim_sha256": _sha256(prim_json.encode()), "prim": prim_json}
-        tmp = f"{path}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(tmp, "w") as f:
-                json.dump(entry, f)
-            os.replace(tmp, path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.remove(tmp)  # a read-only or full cache costs a re-trace next time, never a failure
+        with contextlib.suppress(OSError):  # a read-only or full cache costs a re-trace next time, never a failure
+            write_json_atomic(path, entry)
 
     def hold_tilelang_binaries(self) -> None:
         """Point TileLang's own disk cache under this root.  The variable is process-wide and stays set

@@ -50,8 +50,11 @@ def test_r_gate_3_batch_failure_path_gates_results_already_produced():
 
 
 def test_r_rt_10_unregister_waits_for_a_running_build_then_evicts(monkeypatch):
+    building = threading.Event()
+
     class SlowAgent:
         def __init__(self, *args, **kwargs):
+            building.set()
             time.sleep(0.3)
 
     monkeypatch.setattr(router_pkg, "Agent", SlowAgent, raising=False)
@@ -67,7 +70,7 @@ def test_r_rt_10_unregister_waits_for_a_running_build_then_evicts(monkeypatch):
     r = Router(models={"x": "/x"}, hooks=[Lifecycle()])
     builder = threading.Thread(target=r.load, args=("x",))
     builder.start()
-    time.sleep(0.05)
+    assert building.wait(5)
     r.unregister("x")
     builder.join()
     assert "x" not in r.models and r.loaded == []

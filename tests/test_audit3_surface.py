@@ -49,7 +49,7 @@ def test_r_ev_4_evaluate_counts_correctness_of_type_less_answers():
 
 # ---- R-EV-9: an out-of-range --min-confidence is an EvalError (laya-evals: ..., exit 2) ---------------------
 
-@pytest.mark.parametrize("raw, shown", [("2", "2.0"), ("-0.1", "-0.1"), ("nan", "nan")])
+@pytest.mark.parametrize("raw, shown", [("2", "2.0"), ("-0.1", "-0.1"), ("nan", "nan"), ("abc", "'abc'")])
 def test_r_ev_9_run_min_confidence_out_of_range_is_an_eval_error(tmp_path, capsys, raw, shown):
     from laya.evals_cli import main
 
@@ -78,6 +78,14 @@ def test_r_mcp_5_local_router_ignores_malformed_serve_only_settings(serve_only_e
 
     router = build_router()
     assert type(router) is Router and router.default == "multilingual"
+
+
+def test_r_mcp_5_a_malformed_router_variable_still_fails(serve_only_env, monkeypatch):
+    from laya.mcp.runtime import build_router
+
+    monkeypatch.setenv("LAYA_EXTRA_MODELS", "[")
+    with pytest.raises(ValueError, match="LAYA_EXTRA_MODELS"):
+        build_router()
 
 
 def test_r_mcp_5_remote_router_ignores_malformed_serve_only_settings(serve_only_env, monkeypatch):

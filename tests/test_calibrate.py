@@ -72,18 +72,39 @@ def test_binning_and_abstention():
     assert fit_abstention_thresholds(records[:5], [1.0] * 3, {}) == {}  # below min_bucket_n
 
 
-def test_write_calibration_gives_the_file_the_umask_permissions(tmp_path):
-    # a saved calibration must be as readable as any file the user writes (mkstemp made it 0600)
+def _with_umask(mask, fn):
     import os
 
-    from laya.calibrate import write_calibration
-
-    old = os.umask(0o022)
+    old = os.umask(mask)
     try:
-        write_calibration(str(tmp_path / "sub" / "calibration.json"), {"a": 1})
+        return fn()
     finally:
         os.umask(old)
+
+
+def test_write_calibration_gives_a_new_file_the_umask_permissions(tmp_path):
+    from laya.calibrate import write_calibration
+
     path = tmp_path / "sub" / "calibration.json"
-    assert oct(path.stat().st_mode & 0o777) == oct(0o644)
+    _with_umask(0o027, lambda: write_calibration(str(path), {"a": 1}))
+    assert oct(path.stat().st_mode & 0o777) == oct(0o640)
     assert path.read_text(encoding="utf-8") == '{\n  "a": 1\n}'
-    assert os.listdir(tmp_path / "sub") == ["calibration.json"]
+    assert [p.name for p in path.parent.iterdir()] == ["calibration.json"]
+
+
+def test_write_json_atomic_keeps_a_replaced_files_mode_and_survives_a_failed_write(tmp_path):
+    import os
+
+    from laya.atomic_file import write_json_atomic
+
+    path = tmp_path / "rl_agent_config.json"
+    path.write_text("{}")
+    os.chmod(path, 0o600)
+    _with_umask(0o002, lambda: write_json_atomic(str(path), {"b": 2}))
+    assert oct(path.stat().st_mode & 0o777) == oct(0o600) and path.read_text() == '{"b": 2}'
+    with pytest.raises(TypeError):
+        write_json_atomic(str(path), {"c": object()})
+    assert path.read_text() == '{"b": 2}' and [p.name for p in tmp_path.iterdir()] == ["rl_agent_config.json"]
+    long = tmp_path / ("x" * 240 + ".json")  # a name the file system takes must not fail for the temp file's sake
+    write_json_atomic(str(long), [1])
+    assert long.read_text() == "[1]"

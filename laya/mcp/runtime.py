@@ -11,9 +11,6 @@ from .validate import ToolError
 
 DEFAULT_MCP_MODELS = ("english", "multilingual")
 TRUE_WORDS = ("1", "true", "yes", "on")
-# the LAYA_* variables the MCP router reads: a serve-only one (LAYA_PORT, LAYA_LOG_LEVEL, ...) never stops it
-ROUTER_ENV = ("LAYA_THREADS", "LAYA_DEVICE", "LAYA_EXTRA_MODELS", "LAYA_MAX_LOADED", "LAYA_DEFAULT_MODEL",
-              "LAYA_AUTO_TASK", "LAYA_BACKEND", "LAYA_MODELS")
 
 _LOCK = threading.Lock()
 _SHARED: dict[str, Any] = {}
@@ -34,9 +31,10 @@ def preload_wanted(env: dict) -> bool:
 def _settings(env: dict) -> Any:
     from dataclasses import replace
 
-    from ..serve.config import ServeConfig, env_changes
+    from ..serve.config import ROUTER_ONLY, ServeConfig, env_changes
 
-    return replace(ServeConfig(), **env_changes(env, ROUTER_ENV))
+    # the router's own variables only: a serve-only one (LAYA_PORT, LAYA_LOG_LEVEL, ...) never stops the MCP router
+    return replace(ServeConfig(), **env_changes(env, ROUTER_ONLY + ("LAYA_DEVICE", "LAYA_BACKEND")))
 
 
 def _local_router(env: dict) -> Any:

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import torch
 
-from ..calibrate import write_calibration
+from ..atomic_file import write_json_atomic
 from .config import TrainConfig
 from .data import Example, load_examples
 from . import loop
@@ -63,5 +63,5 @@ def recalibrate(ckpt_dir: str, calib: str | Sequence[Example], config: TrainConf
         tmp = weights + ".tmp"
         save_file(tensors, tmp, metadata=metadata)
         os.replace(tmp, weights)
-    write_calibration(config_path, raw)  # the checkpoint's config carries its calibration
+    write_json_atomic(config_path, raw, indent=2, ensure_ascii=False)
     return record
