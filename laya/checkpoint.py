@@ -21,6 +21,7 @@ from .parallel_layout import check_layout
 from .registry import CONFIG_FILE
 from .revisions import digests_from_env, file_sha256, is_model_keyed, resolve_revision, snapshot_revision, \
     verify_digests
+from .sequence_names import uses_parallel_layout
 
 WEIGHTS_FILE = "model.safetensors"
 REQUIRED_CONFIG_KEYS = ("encoder", "head_layers")
@@ -105,6 +106,7 @@ def load_config(model_dir: str, name: str | None = None) -> dict:
     if missing:
         raise ValueError(f"Incompatible model: {path} lacks required keys {missing}")
     check_temperature_list(cfg.get("temperature", [1.0, 1.0, 1.0]), shown)
+    uses_parallel_layout(cfg)  # raises the published text for an unknown layout, before our fuller check
     check_layout(cfg.get("option_layout"), path)
     return cfg
 

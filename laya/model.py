@@ -8,6 +8,7 @@ Attribute names are the published safetensors keys (`encoder.*`, `head.layers.{j
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 import torch
@@ -195,6 +196,8 @@ def apply_rope_config(ecfg: Any) -> Any:
 def build_encoder(encoder_dir: str | None, name: str, pretrained: bool, revision: str | None = None) -> nn.Module:
     from transformers import AutoConfig, AutoModel
 
+    if encoder_dir and not os.path.isdir(encoder_dir):
+        encoder_dir = None  # a checkpoint without encoder/: the base encoder's config (spec 3.5)
     if not pretrained or encoder_dir:
         ecfg = apply_rope_config(AutoConfig.from_pretrained(encoder_dir or name))
         from transformers.initialization import no_init_weights
