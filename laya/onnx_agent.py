@@ -39,9 +39,8 @@ def find_graph(onnx_path: str, model_dir: str) -> str:
         tried.append(inside)
         if os.path.isfile(inside):
             return inside
-    raise FileNotFoundError(
-        f"ONNX model not found at {' or '.join(repr(t) for t in tried)}. Please run export_onnx.py first: "
-        f"python scripts/export_onnx.py --model {model_dir} --output {onnx_path}")
+    raise FileNotFoundError(f"ONNX model not found at {' or '.join(repr(t) for t in tried)}. "
+                            "Please run export_onnx.py first.")
 
 
 def split_digests(expected: dict | None) -> tuple[dict | None, str | None]:
