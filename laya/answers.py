@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 
 from . import confidence
 from .confidence import BUCKET_SIZES, bucket_size
-from .numeric import is_real, nesting_guard
+from .numeric import is_real, nesting_guard, shown
 from .questions import QTYPES, QTYPE_NAMES, Question
 
 TEMP_MIN = 0.5
@@ -295,7 +295,7 @@ def positive_int(value: Any, name: str) -> int:
     naming `name`."""
     if not is_real(value, positive=True, types=(numbers.Integral,)):
         with nesting_guard(name, "pass a positive integer"):  # (the repr of a deep value recurses)
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+            raise ValueError(f"{name} must be a positive integer, got {shown(value)}")
     return int(value)
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from .numeric import is_real, nesting_guard
+from .numeric import is_real, nesting_guard, shown
 
 __all__ = ["BUCKET_QTYPES", "BUCKET_SIZES", "DEFAULT_BUCKET_KEY", "GATE_ABSTAINED", "GATE_PASSED", "GATE_STATES",
            "GATE_UNEVALUATED", "answer_bucket", "answer_confidence_value", "apply_confidence_gate", "bucket_keys",
@@ -54,7 +54,7 @@ _THRESHOLD_FIX = "pass a float in [0.0, 1.0] or a bucket map of them"
 
 def _check_threshold(value: Any) -> float:
     if not is_real(value, finite=True) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"min_confidence must be a float in [0.0, 1.0], got {value!r}")
+        raise ValueError(f"min_confidence must be a float in [0.0, 1.0], got {shown(value)}")
     return float(value)
 
 
@@ -62,7 +62,7 @@ def check_min_confidence_map(m: Any) -> dict[str, float]:
     """A bucket map of thresholds, checked: keys from `bucket_keys()` or "default", values in [0, 1]."""
     with nesting_guard("min_confidence", _THRESHOLD_FIX):
         if not isinstance(m, dict) or not m:
-            raise ValueError(f"a min_confidence map must be a non-empty dict of bucket -> float, got {m!r}")
+            raise ValueError(f"a min_confidence map must be a non-empty dict of bucket -> float, got {shown(m)}")
         out = {}
         for key, value in m.items():
             if key != DEFAULT_BUCKET_KEY and key not in _BUCKET_KEYS:

@@ -15,7 +15,7 @@ import re
 import unicodedata
 from typing import Any
 
-from .numeric import nesting_guard
+from .numeric import nesting_guard, shown
 from .presets import email_questions
 
 __all__ = ["clean_email_body", "email_questions", "email_state"]
@@ -201,8 +201,8 @@ def _budget(max_chars: Any) -> int:
         return operator.index(max_chars)
     except TypeError:
         with nesting_guard("max_chars", "pass an int such as 3000", TypeError):
-            raise TypeError(f"max_chars must be an integer (a slice budget: text[:max_chars]), got {max_chars!r} "
-                            f"({type(max_chars).__name__}); pass an int such as 3000") from None
+            raise TypeError("max_chars must be an integer (a slice budget: text[:max_chars]), "
+                            f"got {shown(max_chars)} ({type(max_chars).__name__}); pass an int such as 3000") from None
 
 
 def clean_email_body(body: Any, max_chars: int = 3000) -> str:

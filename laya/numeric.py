@@ -1,5 +1,6 @@
 """The one "is this a usable number?" predicate the argument and answer checks share (torch- and numpy-free),
-and `nesting_guard`, their one way of refusing an argument nested past Python's recursion limit."""
+`nesting_guard`, their one way of refusing an argument nested past Python's recursion limit, and `shown`, the repr
+their error texts use."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import math
 import numbers
 from typing import Any, Callable, Iterator
 
-__all__ = ["is_real", "nesting_guard"]
+__all__ = ["is_real", "nesting_guard", "shown"]
 
 
 def is_real(value: Any, *, finite: bool = False, huge_ints: bool = False, positive: bool = False,
@@ -44,3 +45,11 @@ def nesting_guard(name: str, fix: str, error: Callable[[str], Exception] = Value
         yield
     except RecursionError:
         raise error(f"{name} is nested too deeply (past Python's recursion limit); {fix}") from None
+
+
+def shown(value: Any) -> str:
+    """repr(value) for an error text; a number past Python's int-to-text digit limit (repr raises) is named."""
+    try:
+        return repr(value)
+    except ValueError:
+        return f"<{type(value).__name__} too large to print>"

@@ -43,7 +43,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .confidence import check_min_confidence, gate_answer
-from .numeric import nesting_guard
+from .numeric import nesting_guard, shown
 from .questions import check_question, check_questions, render_state
 
 __all__ = ["predict_tournament", "predict_tournament_batch", "shortlist_choice", "predict_shortlist",
@@ -55,7 +55,8 @@ DEFAULT_GROUP_SIZE = 16
 def check_group_size(group_size: Any) -> int:
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
         with nesting_guard("group_size", "pass an integer >= 2"):  # (the repr of a deep value recurses)
-            raise ValueError(f"group_size must be an integer >= 2 (options asked together per row), got {group_size!r}")
+            raise ValueError("group_size must be an integer >= 2 (options asked together per row), "
+                             f"got {shown(group_size)}")
     return group_size
 
 
@@ -252,14 +253,14 @@ def _positive(value: Any, name: str, minimum: int = 1) -> int:
     <minimum>, got ...")."""
     if not _int_at_least(value, minimum):
         with nesting_guard(name, f"pass an integer >= {minimum}"):  # (the repr of a deep value recurses)
-            raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+            raise ValueError(f"{name} must be an integer >= {minimum}, got {shown(value)}")
     return int(value)
 
 
 def check_k(k: Any) -> int:
     if not _int_at_least(k, 1):
         with nesting_guard("k", "pass a positive integer"):  # (the repr of a deep value recurses)
-            raise ValueError(f"k must be a positive integer (options kept per choice question), got {k!r}")
+            raise ValueError(f"k must be a positive integer (options kept per choice question), got {shown(k)}")
     return int(k)
 
 

@@ -207,3 +207,28 @@ def test_a_deep_property_name_is_a_schema_error():
         x = (x,)
     with pytest.raises(SchemaError, match="^a property name is nested too deeply .*; use string names$"):
         structured.plan_from_json_schema({"type": "object", "properties": {x: {"type": "boolean"}}})
+
+
+def test_error_texts_name_a_number_too_large_to_print():
+    # repr of an int past Python's digit limit raises its own ValueError; the check's own error must come out
+    import fractions
+
+    from laya.answers import positive_int
+    from laya.confidence import check_min_confidence
+    from laya.email import clean_email_body
+    from laya.shortlist import check_group_size, check_k
+
+    big = -(10 ** 5000)
+    with pytest.raises(ValueError, match=r"^max_len must be a positive integer, got <int too large to print>$"):
+        positive_int(big, "max_len")
+    with pytest.raises(ValueError, match=r"^min_confidence must be a float in \[0\.0, 1\.0\], got <int too large"):
+        check_min_confidence(-big)
+    with pytest.raises(ValueError, match=r"^group_size must be an integer >= 2 .*, got <int too large to print>$"):
+        check_group_size(big)
+    with pytest.raises(ValueError, match=r"^k must be a positive integer .*, got <int too large to print>$"):
+        check_k(big)
+    with pytest.raises(TypeError, match=r"^max_chars must be an integer .*, got <Fraction too large to print> "):
+        clean_email_body("abc", fractions.Fraction(10 ** 5000, 3))
+    assert positive_int(3, "max_len") == 3  # ordinary values: unchanged
+    with pytest.raises(ValueError, match=r"^max_len must be a positive integer, got -3$"):
+        positive_int(-3, "max_len")
