@@ -10,7 +10,6 @@ from typing import Any
 from .validate import ToolError
 
 DEFAULT_MCP_MODELS = ("english", "multilingual")
-TRUE_WORDS = ("1", "true", "yes", "on")
 
 _LOCK = threading.Lock()
 _SHARED: dict[str, Any] = {}
@@ -24,8 +23,9 @@ def _base_url(env: dict) -> str | None:
 
 
 def preload_wanted(env: dict) -> bool:
-    raw = (env.get("LAYA_PRELOAD") or "").strip().lower()
-    return raw in TRUE_WORDS if raw else True
+    from ..serve.config import ServeConfig, env_changes
+
+    return env_changes(env, ("LAYA_PRELOAD",)).get("preload", ServeConfig.preload)
 
 
 def _settings(env: dict) -> Any:
@@ -55,7 +55,7 @@ def _local_router(env: dict) -> Any:
                     agent_kwargs={"backend": cfg.backend} if cfg.backend and cfg.backend != "auto" else None)
     names = cfg.models or tuple(cfg.extra_models) or DEFAULT_MCP_MODELS
     wanted = list(dict.fromkeys(router.resolve(n) for n in names))
-    if preload_wanted(env):
+    if cfg.preload:
         router.preload(wanted)
     return router
 
